@@ -1,0 +1,24 @@
+# spade task runner: `just --list`
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Install system packages (Debian: bubblewrap, zstd, jq) and the project with dev tools.
+setup:
+    if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap zstd jq; fi
+    python3 -m pip install -q -e ".[dev]"
+
+# Run the test suite (GPU tests skip without a GPU).
+test *ARGS:
+    python3 -m pytest -q {{ARGS}}
+
+# Lint and check formatting.
+lint:
+    python3 -m ruff check spade_cli tests bench
+
+# Apply lint fixes.
+fix:
+    python3 -m ruff check --fix spade_cli tests bench
+
+# Run every benchmark; each prints its figures.
+bench:
+    for b in bench/bench_*.py; do echo "== $b"; python3 "$b"; done

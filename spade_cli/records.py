@@ -1,0 +1,115 @@
+"""Record kinds, ids, sharding and per-record randomness: the contract between stages.
+
+Every record is one JSON object on one line with `kind`, `v` (schema version), a stable
+`id` and `parents` (ids of the records it came from). There is one record per candidate
+environment, enriched stage by stage; each stage adds its own top-level field and passes
+through everything it does not handle, so invalid candidates flow on untouched.
+
+kind "doc" (spade-sample-docs)
+    text, chars, source {path, name, line?, row?, offset?}, excerpt {start, end, total_chars}?
+kind "candidate"
+    origin      "design" | "replay" | "library"
+    round       int
+    group       id of the GRPO group (the G designs of one prompt)
+    doc         {id, text, source} the grounding document, or null (--no-doc)
+    design      {messages, text, prompt_ids, completion_ids, logprobs?, engine, model,
+                 sampling, index}                                  (spade-design)
+    env         {code, name, summary, max_turns, tools?}          (spade-validate, on success;
+                 replayed candidates carry it from memory)
+    validation  {valid, reason, detail, seconds, seeds}            (spade-validate)
+    rollouts    {agent, k, nohint: [episode], hint: [episode],
+                 summary: {nohint: stats, hint: stats}}           (spade-rollout)
+        episode {seed, hint, turns: [{observation, action, reward}], return, success,
+                 num_turns, stop, detail?, prompt_ids, completion_ids, env_mask, logprobs?}
+    score       {valid, estimator, regret, reward, nohint, hint, accepted, duplicate_of?}
+                                                                   (spade-regret)
+kind "env"  (environment memory, spade-regret --memory)
+    name, summary, code, max_turns, tools?, doc_id, round, scores {...}, replays, last_round
+kind "checkpoint" (spade-train)
+    path, base_model, role, metrics_path, steps, samples
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+from . import SCHEMA_VERSION
+from .errors import UsageError
+
+KINDS = ("doc", "candidate", "env", "checkpoint", "eval")
+
+# Validation reason codes, stable across versions (README "Reason codes").
+REASONS = (
+    "ok",
+    "no_code",
+    "syntax_error",
+    "import_crash",
+    "no_env_class",
+    "bad_reset",
+    "bad_step",
+    "nondeterministic",
+    "reward_out_of_range",
+    "infeasible",
+    "trivial",
+    "hint_leak",
+    "never_terminates",
+    "timeout",
+    "memory",
+    "crash",
+    "duplicate",
+)
+
+# Why an episode ended.
+STOPS = ("terminated", "truncated", "max_turns", "context", "env_error", "timeout")
+
+
+def stable_hash(*parts: Any, n: int = 12) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        h.update(str(p).encode())
+        h.update(b"\x1f")
+    return h.hexdigest()[:n]
+
+
+def make_id(prefix: str, *parts: Any) -> str:
+    """A stable id: the same inputs give the same id on every machine and rerun."""
+    return f"{prefix}-{stable_hash(*parts)}"
+
+
+def new_record(kind: str, rid: str, parents: list[str] | None = None, **fields: Any) -> dict:
+    assert kind in KINDS, kind
+    return {"kind": kind, "v": SCHEMA_VERSION, "id": rid, "parents": parents or [], **fields}
+
+
+def rng_for(seed: int, stage: str, rid: str) -> random.Random:
+    """Randomness of one record in one stage: reruns, shards and resumes agree."""
+    return random.Random(int(stable_hash(seed, stage, rid, n=16), 16))
+
+
+def seed_for(seed: int, stage: str, rid: str) -> int:
+    """A 31-bit integer seed for libraries that want one (torch, vLLM, env.reset)."""
+    return int(stable_hash(seed, stage, rid, n=8), 16) & 0x7FFFFFFF
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """`i/n` with 0 <= i < n, or None for everything."""
+    if text is None or text == "":
+        return None
+    try:
+        i_s, n_s = text.split("/")
+        i, n = int(i_s), int(n_s)
+    except ValueError:
+        raise UsageError(f"--shard must look like i/n (for example 0/4), got {text!r}") from None
+    if n < 1 or not 0 <= i < n:
+        raise UsageError(f"--shard {text}: need 0 <= i < n")
+    return i, n
+
+
+def in_shard(rid: str, shard: tuple[int, int] | None) -> bool:
+    """Records are split between shards by a hash of their id, not their position."""
+    if shard is None:
+        return True
+    i, n = shard
+    return int(stable_hash("shard", rid, n=8), 16) % n == i
