@@ -1,0 +1,54 @@
+"""Shared fixtures. Commands run as subprocesses of `python -m spade_cli` with this
+checkout first on PYTHONPATH, so tests exercise the tree they live in."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
+os.environ.pop("SPADE_DEBUG", None)
+
+
+def run_cli(command: str, *args: str, input: bytes | None = None, timeout: float = 600,
+            env: dict | None = None, cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run `spade-<command> args...`; returns the CompletedProcess (stdout/stderr as bytes)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "spade_cli", command, *map(str, args)],
+        input=input if input is not None else b"",
+        capture_output=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd,
+    )
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
