@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import click
 import typer
 
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, PipeClosed, SpadeError, UsageError
@@ -46,7 +45,7 @@ def _set_quiet(value: bool) -> bool:
     return value
 
 
-def _load_config(ctx: typer.Context, param: click.Parameter, value: Path | None) -> Path | None:
+def _load_config(ctx: typer.Context, param: Any, value: Path | None) -> Path | None:
     """Read option defaults from TOML. Keys are option names (`num-designs` or
     `num_designs`); a table named after the command (`[design]`) is used if present."""
     if value is None:
@@ -194,18 +193,17 @@ def entry(app: typer.Typer, prog: str) -> Callable[[], None]:
         except BrokenPipeError:
             _silence_stdout()
             sys.exit(0)
-        except click.exceptions.Exit as e:
+        except typer.Exit as e:
             sys.exit(e.exit_code)
-        except click.ClickException as e:
-            e.show()
-            sys.exit(e.exit_code)
-        except (click.exceptions.Abort, KeyboardInterrupt):
+        except (typer.Abort, KeyboardInterrupt):
             _fail(prog, "interrupted", EXIT_INTERRUPTED)
         except SpadeError as e:
             if debug_enabled():
                 traceback.print_exc()
             _fail(prog, str(e), e.exit_code)
         except Exception as e:  # noqa: BLE001 - last resort: one line, not a wall of text
+            if hasattr(e, "format_message") and hasattr(e, "exit_code"):  # click usage errors
+                _fail(prog, f"{e.format_message()} (try {prog} --help)", e.exit_code)
             if debug_enabled():
                 traceback.print_exc()
                 _fail(prog, f"internal error: {type(e).__name__}: {e}", EXIT_INTERNAL)

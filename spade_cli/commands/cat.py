@@ -6,7 +6,21 @@ from typing import Annotated
 
 import typer
 
-from ..cli import Config, Inputs, Limit, Output, Quiet, Shard, Verbose, Zstd, entry, log, make_app, open_output, select
+from ..cli import (
+    Config,
+    Inputs,
+    Limit,
+    Output,
+    Quiet,
+    Shard,
+    Verbose,
+    Zstd,
+    entry,
+    log,
+    make_app,
+    open_output,
+    select,
+)
 from ..recordio import RecordReader
 
 app = make_app(
