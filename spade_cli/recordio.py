@@ -226,8 +226,7 @@ class RecordReader:
             for chunk in iter_chunks(path):
                 lines = (rest + chunk).split(b"\n")
                 rest = lines.pop()
-                for rec in self._parse(lines, lineno):
-                    yield rec
+                yield from self._parse(lines, lineno)
                 lineno += len(lines)
             if rest:
                 yield from self._parse([rest], lineno)
