@@ -1,0 +1,61 @@
+"""spade-loop configs: defaults, overrides, and a clear error for every bad field."""
+
+from __future__ import annotations
+
+import pytest
+
+from spade_cli.errors import UsageError
+from spade_cli.loop.config import describe_fields, load_config
+
+from .conftest import ROOT, run_cli
+
+
+def test_defaults_are_the_cpu_demo():
+    cfg = load_config(None)
+    assert cfg.name == "demo" and cfg.rounds == 1 and cfg.model.path == ""
+    assert cfg.corpus.paths == [] and cfg.baseline.mode == "spade"
+
+
+def test_every_field_is_documented():
+    rows = describe_fields()
+    assert len(rows) > 30
+    assert all(doc for _, _, doc in rows), [k for k, _, d in rows if not d]
+
+
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ("roundz = 2\n", "unknown field 'roundz'"),
+        ("[design]\ndesigns_per_dok = 2\n", "unknown field 'design.designs_per_dok'"),
+        ("[nope]\nx = 1\n", "unknown field 'nope'"),
+        ("rounds = 'two'\n", "'rounds': expected int, got str 'two'"),
+        ("rounds = 0\n", "'rounds' must be at least 1, got 0"),
+        ("[regret]\nestimator = 'median'\n", "'regret.estimator' must be one of mean-gap, max-gap, learnability"),
+        ("[corpus]\npaths = 'a.jsonl'\n", "'corpus.paths': expected a list"),
+        ("design = 3\n", "'design' must be a table"),
+        ("rounds = [\n", "bad TOML"),
+    ],
+)
+def test_bad_fields_name_the_field(tmp_path, toml, message):
+    path = tmp_path / "run.toml"
+    path.write_text(toml)
+    with pytest.raises(UsageError, match=None) as err:
+        load_config(str(path))
+    assert message in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_cli_config_error_exit_2(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text("[train]\nlr = 1\n")
+    r = run_cli("loop", str(path))
+    assert r.returncode == 2
+    assert r.stderr.decode().strip() == f"spade-loop: error: {path}: unknown field 'train.lr'"
+    assert r.stdout == b""
+
+
+def test_shipped_example_configs_load():
+    configs = sorted((ROOT / "examples").glob("*.toml"))
+    assert configs
+    for path in configs:
+        load_config(str(path))
