@@ -21,10 +21,17 @@ kind "candidate"
                  summary: {nohint: stats, hint: stats}}           (spade-rollout)
         episode {seed, hint, turns: [{observation, action, reward}], return, success,
                  num_turns, stop, detail?, prompt_ids, completion_ids, env_mask, logprobs?}
-    score       {valid, estimator, regret, reward, nohint, hint, accepted, duplicate_of?}
-                                                                   (spade-regret)
-kind "env"  (environment memory, spade-regret --memory)
-    name, summary, code, max_turns, tools?, doc_id, round, scores {...}, replays, last_round
+    replay      {env_id, priority, staleness, replays}   (origin "replay": spade-memory replay)
+    score       {valid, reason, estimator, regret, reward, estimates {mean-gap, max-gap,
+                 learnability}, nohint: stats, hint: stats, accepted,
+                 duplicate_of?, duplicate? ("exact"|"near"), similarity?}  (spade-regret)
+        stats   {n, mean_return, max_return, min_return, success_rate}
+        reason  "ok", the validation reason of an invalid design, "duplicate",
+                "no_episodes", "below_min_regret"
+kind "env"  (environment memory, spade-regret --memory; parents = [candidate id])
+    name, summary, code, max_turns, tools?, doc_id, round, origin, code_hash,
+    scores {estimator, regret, reward, learnability, estimates, nohint, hint},
+    replays, last_round (the round it was last played: added or replayed)
 kind "checkpoint" (spade-train)
     path, base_model, role, metrics_path, steps, samples
 """

@@ -1,0 +1,298 @@
+"""Regret estimators and the designer's reward: pure functions over candidate records.
+
+For one valid environment the rollout stage ran K episodes without the hint (returns
+R_nohint, successes S_nohint) and K with it (R_hint). Estimators (README "spade-regret"):
+
+  mean-gap      mean(R_hint) - mean(R_nohint)                      in [-1, 1]  (default)
+  max-gap       max(R_hint) - mean(R_nohint)                       in [-1, 1]
+                PAIRED's estimate: the best hinted episode stands in for the
+                antagonist, the average no-hint episode for the protagonist.
+  learnability  p * (1 - p),  p = mean(S_nohint)                   in [0, 0.25]
+                highest when the agent solves it half the time (no hint needed).
+
+Designer reward: the estimate clipped to [lo, hi] (default [0, 1]) for a valid, accepted
+environment. The lower clip matters: a negative gap means the hint *hurt* (a misleading
+hint, or noise on a hard environment); without the clip the designer would be pushed
+away from such environments harder than from one that is trivially easy, which says
+nothing useful about either. Invalid designs get `invalid_penalty` (default -1.0), below
+every valid reward so that writing a working environment always pays; duplicates of
+memory or of the batch get `duplicate_penalty` (default: the invalid penalty), since
+the memory exists to stop the designer from resubmitting what it already has.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import memory
+from .dedup import THRESHOLD
+
+ESTIMATORS = ("mean-gap", "max-gap", "learnability")
+DEFAULT_ESTIMATOR = "mean-gap"
+DEFAULT_CLIP = (0.0, 1.0)
+DEFAULT_INVALID_PENALTY = -1.0
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+def _success(ep: dict) -> bool:
+    s = ep.get("success")
+    if isinstance(s, bool):
+        return s
+    return float(ep.get("return") or 0.0) >= 1.0
+
+
+def _return(ep: dict) -> float:
+    r = ep.get("return")
+    return float(r) if isinstance(r, (int, float)) else 0.0
+
+
+def condition_stats(episodes: list[dict]) -> dict:
+    """n, mean/max/min return and success rate of one condition's episodes."""
+    if not episodes:
+        return {"n": 0, "mean_return": None, "max_return": None, "min_return": None, "success_rate": None}
+    rets = [_return(e) for e in episodes]
+    return {
+        "n": len(rets),
+        "mean_return": sum(rets) / len(rets),
+        "max_return": max(rets),
+        "min_return": min(rets),
+        "success_rate": sum(_success(e) for e in episodes) / len(episodes),
+    }
+
+
+def mean_gap(nohint: dict, hint: dict) -> float:
+    return hint["mean_return"] - nohint["mean_return"]
+
+
+def max_gap(nohint: dict, hint: dict) -> float:
+    return hint["max_return"] - nohint["mean_return"]
+
+
+def learnability(nohint: dict, hint: dict | None = None) -> float:
+    p = nohint["success_rate"]
+    return p * (1.0 - p)
+
+
+_FUNCS = {"mean-gap": mean_gap, "max-gap": max_gap, "learnability": learnability}
+
+
+def estimates(nohint: dict, hint: dict) -> dict[str, float | None]:
+    """Every estimator on the two conditions' stats; None where a condition is empty."""
+    out: dict[str, float | None] = {}
+    for name, fn in _FUNCS.items():
+        needs_hint = name != "learnability"
+        if nohint["n"] == 0 or (needs_hint and hint["n"] == 0):
+            out[name] = None
+        else:
+            out[name] = _round(fn(nohint, hint))
+    return out
+
+
+def clip(value: float, bounds: tuple[float, float] | None) -> float:
+    if bounds is None:
+        return value
+    lo, hi = bounds
+    return min(hi, max(lo, value))
+
+
+def _round(x: float) -> float:
+    # float noise such as 0.30000000000000004 makes jq output and tests noisy
+    return round(x, 12)
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+@dataclass
+class ScoreConfig:
+    estimator: str = DEFAULT_ESTIMATOR
+    invalid_penalty: float = DEFAULT_INVALID_PENALTY
+    duplicate_penalty: float | None = None  # None: same as invalid_penalty
+    clip: tuple[float, float] | None = DEFAULT_CLIP
+    dedup: bool = True
+    threshold: float = THRESHOLD
+    min_regret: float | None = None  # accept into memory only at or above this regret
+    round: int | None = None  # overrides each candidate's own round
+
+
+def is_valid(cand: dict) -> bool:
+    return bool((cand.get("validation") or {}).get("valid"))
+
+
+def invalid_score(cand: dict, cfg: ScoreConfig) -> dict:
+    reason = (cand.get("validation") or {}).get("reason") or "unvalidated"
+    return {
+        "valid": False, "reason": reason, "estimator": cfg.estimator, "regret": None,
+        "reward": cfg.invalid_penalty, "estimates": {}, "nohint": None, "hint": None, "accepted": False,
+    }
+
+
+def valid_score(cand: dict, cfg: ScoreConfig) -> dict:
+    """Score of a valid candidate from its rollouts (dedup is decided by the caller)."""
+    ro = cand["rollouts"]
+    nohint = condition_stats(ro.get("nohint") or [])
+    hint = condition_stats(ro.get("hint") or [])
+    est = estimates(nohint, hint)
+    regret = est[cfg.estimator]
+    if regret is None:
+        # valid but no episodes were played in a needed condition: nothing measured, so
+        # neither rewarded nor punished, and not accepted into memory
+        return {"valid": True, "reason": "no_episodes", "estimator": cfg.estimator, "regret": None,
+                "reward": 0.0, "estimates": est, "nohint": nohint, "hint": hint, "accepted": False}
+    return {"valid": True, "reason": "ok", "estimator": cfg.estimator, "regret": regret,
+            "reward": _round(clip(regret, cfg.clip)), "estimates": est, "nohint": nohint,
+            "hint": hint, "accepted": True}
+
+
+@dataclass
+class Scorer:
+    """Scores a stream of candidates, de-duplicating against memory and the batch.
+
+    Feed candidates to `score` in order; the first of a group of duplicates wins.
+    `accepted` collects new memory entries, `replayed` the fresh scores of environments
+    replayed from memory. A candidate already in memory *because of an earlier run on
+    the same input* (its id is the entry's parent) is not its own duplicate, so a rerun
+    of spade-regret after an interruption gives the same scores.
+    """
+
+    cfg: ScoreConfig
+    entries: list[dict] = field(default_factory=list)
+    accepted: list[dict] = field(default_factory=list)
+    replayed: list[tuple[str, dict, int]] = field(default_factory=list)
+    stats: Counter = field(default_factory=Counter)
+    scored: list[dict] = field(default_factory=list)  # the score of every candidate, for the summary
+
+    def __post_init__(self) -> None:
+        self.index = memory.index_of(self.entries, self.cfg.threshold) if self.cfg.dedup else None
+        self.own = {p: e["id"] for e in self.entries for p in e.get("parents", [])}
+
+    def score(self, cand: dict, where: Any = None) -> dict:
+        """`cand` with `score` added (a new dict; the input is not modified)."""
+        round_ = self.cfg.round if self.cfg.round is not None else int(cand.get("round") or 0)
+        if not is_valid(cand):
+            sc = invalid_score(cand, self.cfg)
+        else:
+            if not isinstance(cand.get("rollouts"), dict):
+                raise (where.error if where else ValueError)("valid candidate without rollouts (run spade-rollout first)")
+            if not isinstance((cand.get("env") or {}).get("code"), str):
+                raise (where.error if where else ValueError)("valid candidate without env.code")
+            sc = valid_score(cand, self.cfg)
+            if cand.get("origin") == "replay":
+                sc["accepted"] = False
+                env_id = (cand.get("replay") or {}).get("env_id") or (cand.get("parents") or [None])[0]
+                if env_id and sc["regret"] is not None:
+                    self.replayed.append((env_id, sc, round_))
+            elif sc["accepted"]:
+                self._dedup_and_accept(cand, sc, round_)
+        self.stats["n"] += 1
+        self.scored.append(sc)
+        return {**cand, "score": sc}
+
+    def _dedup_and_accept(self, cand: dict, sc: dict, round_: int) -> None:
+        code = cand["env"]["code"]
+        if self.index is not None:
+            mine = self.own.get(cand["id"])
+            match = self.index.find(code, exclude={mine} if mine else frozenset())
+            if match is not None:
+                penalty = self.cfg.duplicate_penalty
+                sc.update(accepted=False, reason="duplicate", duplicate_of=match.key,
+                          duplicate=match.how, similarity=round(match.similarity, 4),
+                          reward=self.cfg.invalid_penalty if penalty is None else penalty)
+                return
+        if self.cfg.min_regret is not None and sc["regret"] < self.cfg.min_regret:
+            sc["accepted"] = False
+            sc["reason"] = "below_min_regret"
+            return
+        if self.index is not None:
+            self.index.add(cand["id"], code)
+        self.accepted.append(memory.entry_from_candidate(cand, sc, round_))
+
+
+def merge_into_memory(old: list[dict], accepted: Iterable[dict],
+                      replayed: Iterable[tuple[str, dict, int]]) -> list[dict]:
+    """The memory after a round: refreshed scores for replayed entries (PLR updates a
+    level's score each time it is played), then new entries not already present."""
+    out = [dict(e) for e in old]
+    pos = {e["id"]: i for i, e in enumerate(out)}
+    for env_id, sc, round_ in replayed:
+        i = pos.get(env_id)
+        if i is None:
+            continue
+        e = out[i]
+        e["scores"] = memory.scores_of(sc)
+        e["replays"] = int(e.get("replays") or 0) + 1
+        e["last_round"] = max(int(e.get("last_round") or 0), round_)
+    for e in accepted:
+        if e["id"] not in pos:
+            pos[e["id"]] = len(out)
+            out.append(e)
+    return out
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def quantiles(values: list[float], qs: Iterable[float] = (0.0, 0.1, 0.5, 0.9, 1.0)) -> list[float]:
+    """Linear-interpolation quantiles (numpy's default), without numpy."""
+    v = sorted(values)
+    out = []
+    for q in qs:
+        pos = q * (len(v) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(v) - 1)
+        out.append(v[lo] + (v[hi] - v[lo]) * (pos - lo))
+    return out
+
+
+def summarize(scores: list[dict]) -> dict:
+    """Counts and distributions of a batch of scores (for stderr and --summary-json)."""
+    n = len(scores)
+    valid = [s for s in scores if s["valid"]]
+    reasons = Counter(s["reason"] for s in scores if s["reason"] != "ok")
+    regrets = [s["regret"] for s in valid if s["regret"] is not None]
+    rewards = [s["reward"] for s in scores]
+
+    def rate(cond: str) -> float | None:
+        eps = [(s[cond]["success_rate"], s[cond]["n"]) for s in valid if s.get(cond) and s[cond]["n"]]
+        total = sum(k for _, k in eps)
+        return sum(p * k for p, k in eps) / total if total else None
+
+    out: dict[str, Any] = {
+        "candidates": n,
+        "valid": len(valid),
+        "valid_rate": len(valid) / n if n else None,
+        "accepted": sum(bool(s["accepted"]) for s in scores),
+        "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "success_nohint": rate("nohint"),
+        "success_hint": rate("hint"),
+        "reward_mean": sum(rewards) / n if n else None,
+    }
+    if regrets:
+        q = quantiles(regrets)
+        out["regret"] = {"n": len(regrets), "mean": sum(regrets) / len(regrets), "min": q[0],
+                         "p10": q[1], "median": q[2], "p90": q[3], "max": q[4]}
+    return out
+
+
+def summary_lines(s: dict, estimator: str) -> list[str]:
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    lines = [f"{s['candidates']} candidates, {s['valid']} valid ({pct(s['valid_rate'])}), "
+             f"{s['accepted']} accepted into memory"]
+    if s["reasons"]:
+        lines.append("not accepted: " + ", ".join(f"{k} {v}" for k, v in s["reasons"].items()))
+    if "regret" in s:
+        r = s["regret"]
+        lines.append(f"regret ({estimator}) over {r['n']}: mean {r['mean']:.3f}  min {r['min']:.3f}  "
+                     f"p10 {r['p10']:.3f}  median {r['median']:.3f}  p90 {r['p90']:.3f}  max {r['max']:.3f}")
+    lines.append(f"success without hint {pct(s['success_nohint'])}, with hint {pct(s['success_hint'])}")
+    if s["reward_mean"] is not None:
+        lines.append(f"designer reward mean {s['reward_mean']:.3f}")
+    return lines
