@@ -52,3 +52,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """Path of the tiny offline model (spade_cli.tinymodel), built once per test session."""
+    from spade_cli.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
