@@ -1,0 +1,410 @@
+"""The validation checks of spade-validate: many small `check_*` functions, each failing
+with one stable reason code (README "Reason codes").
+
+A check raises `Rejected(reason, detail)`; `validate_code` runs them in order and the first
+failure is the verdict. Everything that executes designer code goes through a session
+object with `metadata`, `reset(seed, options)` and `step(action)` -- in production an
+`spade_cli.sandbox.EnvSession`, whose failures (`EnvError`) are mapped to reason codes.
+
+What runs, per seed (all seeds in one sandboxed worker, one env instance):
+  reset -> the solution episode (feasible, ends, return in [0, 1])
+  -> baseline episodes: empty action, constant actions, the first solution action
+     repeated, random tokens of the observation (random tool calls for tool envs), and
+     the hint itself as the action; each must end within max_turns with a return in
+     [0, 1]; an env that a baseline solves on at least half the seeds is `trivial`,
+     one the hint-as-action policy solves is `hint_leak`.
+Then the first seed is replayed (reset + solution + random baseline) after all other
+episodes ran: a different observation, hint, solution or transition is
+`nondeterministic` (this catches unseeded or global randomness, clocks and counters).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# Codes a sandbox failure maps to; the sandbox's own extra codes ("limit", "flood",
+# "protocol") become "crash" with the sandbox's code at the start of the detail.
+_SANDBOX_MAP = {"timeout": "timeout", "memory": "memory", "crash": "crash",
+                "syntax_error": "syntax_error", "import_crash": "import_crash",
+                "no_env_class": "no_env_class", "bad_reset": "bad_reset", "bad_step": "bad_step"}
+
+RETURN_EPS = 1e-6
+SOLVED = 1.0 - 1e-6
+CONSTANT_ACTIONS = ("0", "1", "yes")
+
+
+class Rejected(Exception):
+    """A check failed: `reason` is a records.REASONS code, `detail` one line for humans."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        self.reason, self.detail = reason, " ".join(str(detail).split())[:500]
+        super().__init__(f"{reason}: {self.detail}")
+
+
+def from_env_error(err: Exception) -> Rejected:
+    """An EnvError of the sandbox as a verdict."""
+    reason = getattr(err, "reason", "crash")
+    detail = getattr(err, "detail", str(err))
+    if reason not in _SANDBOX_MAP:
+        return Rejected("crash", f"{reason}: {detail}")
+    return Rejected(_SANDBOX_MAP[reason], detail)
+
+
+# --------------------------------------------------------------------------- static checks
+
+
+def check_code_present(code: str | None) -> str:
+    if code is None or not code.strip():
+        raise Rejected("no_code", "the answer holds no single ```python block")
+    return code
+
+
+def check_syntax(code: str) -> None:
+    """Parsing and compiling run on the host; nothing is executed."""
+    try:
+        compile(ast.parse(code), "<env>", "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise Rejected("syntax_error", f"line {e.lineno}: {e.msg}") from None
+    except (ValueError, MemoryError, RecursionError) as e:
+        raise Rejected("syntax_error", f"{type(e).__name__}: {e}") from None
+
+
+def check_metadata(meta: object) -> dict:
+    """metadata = {"name": str, "max_turns": int >= 1, "tools": [function specs]?}."""
+    if not isinstance(meta, dict):
+        raise Rejected("no_env_class", f"the Env class has no metadata dict (got {type(meta).__name__})")
+    name, turns, tools = meta.get("name"), meta.get("max_turns"), meta.get("tools")
+    if not isinstance(name, str) or not name.strip():
+        raise Rejected("no_env_class", "metadata['name'] must be a non-empty string")
+    if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= 1000:
+        raise Rejected("no_env_class", f"metadata['max_turns'] must be an int in 1..1000, got {turns!r}")
+    if tools is not None:
+        if not isinstance(tools, list) or not tools:
+            raise Rejected("no_env_class", "metadata['tools'] must be a non-empty list of function specs")
+        for t in tools:
+            if tool_name(t) is None:
+                raise Rejected("no_env_class", f"metadata['tools'] entry is not a function spec: {str(t)[:80]}")
+    return {"name": name.strip(), "max_turns": turns, "tools": tools or None}
+
+
+def tool_name(spec: object) -> str | None:
+    """The name of a JSON-schema function spec, plain or OpenAI style ({"type": "function",
+    "function": {...}})."""
+    if not isinstance(spec, dict):
+        return None
+    fn = spec.get("function") if isinstance(spec.get("function"), dict) else spec
+    return fn.get("name") if isinstance(fn.get("name"), str) else None
+
+
+def tool_params(spec: dict) -> dict:
+    fn = spec.get("function") if isinstance(spec.get("function"), dict) else spec
+    params = fn.get("parameters") or {}
+    props = params.get("properties") if isinstance(params, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+# --------------------------------------------------------------------------- per-call checks
+
+
+def check_reset(out: object) -> tuple[str, str, list[str]]:
+    if not (isinstance(out, (list, tuple)) and len(out) == 2):
+        raise Rejected("bad_reset", "reset() must return (observation, info)")
+    obs, info = out
+    if not isinstance(obs, str):
+        raise Rejected("bad_reset", f"the observation must be a str, got {type(obs).__name__}")
+    if not isinstance(info, dict):
+        raise Rejected("bad_reset", f"info must be a dict, got {type(info).__name__}")
+    hint, solution = info.get("hint"), info.get("solution")
+    if not isinstance(hint, str) or not hint.strip():
+        raise Rejected("bad_reset", "info['hint'] must be a non-empty str")
+    if (not isinstance(solution, list) or not solution
+            or not all(isinstance(a, str) for a in solution)):
+        raise Rejected("bad_reset", "info['solution'] must be a non-empty list of str actions")
+    return obs, hint, solution
+
+
+def check_step(out: object) -> tuple[str, float, bool, bool]:
+    if not (isinstance(out, (list, tuple)) and len(out) == 5):
+        raise Rejected("bad_step", "step() must return (observation, reward, terminated, truncated, info)")
+    obs, reward, terminated, truncated, info = out
+    if not isinstance(obs, str):
+        raise Rejected("bad_step", f"the observation must be a str, got {type(obs).__name__}")
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+        raise Rejected("bad_step", f"the reward must be a number, got {type(reward).__name__}")
+    if not isinstance(terminated, bool) or not isinstance(truncated, bool):
+        raise Rejected("bad_step", "terminated and truncated must be bools")
+    if not isinstance(info, dict):
+        raise Rejected("bad_step", f"info must be a dict, got {type(info).__name__}")
+    if not math.isfinite(reward):
+        raise Rejected("reward_out_of_range", f"step() returned the reward {reward}")
+    return obs, float(reward), terminated, truncated
+
+
+# --------------------------------------------------------------------------- episodes
+
+
+@dataclass
+class Episode:
+    seed: int
+    policy: str
+    observation: str = ""
+    hint: str = ""
+    solution: list[str] = field(default_factory=list)
+    steps: list[tuple] = field(default_factory=list)  # (action, obs, reward, terminated, truncated)
+    ret: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+
+    @property
+    def ended(self) -> bool:
+        return self.terminated or self.truncated
+
+    @property
+    def solved(self) -> bool:
+        return self.ret >= SOLVED
+
+
+Policy = Callable[[str, int, random.Random], str]
+
+
+def call(session, method: str, *args, **kwargs):
+    """One session call; sandbox failures become verdicts."""
+    try:
+        return getattr(session, method)(*args, **kwargs)
+    except Rejected:
+        raise
+    except Exception as e:  # EnvError, or anything a session raises
+        if type(e).__name__ == "EnvError" or hasattr(e, "reason"):
+            raise from_env_error(e) from None
+        raise
+
+
+def session_metadata(session) -> object:
+    try:
+        return session.metadata
+    except Exception as e:
+        if hasattr(e, "reason"):
+            raise from_env_error(e) from None
+        raise
+
+
+def run_episode(session, seed: int, policy: Policy | list[str], max_turns: int, name: str,
+                rng_seed: int = 0) -> Episode:
+    """Reset with `seed`, then act until the episode ends or `max_turns` actions were taken
+    (a list policy plays its actions in order and stops when it runs out)."""
+    obs, hint, solution = check_reset(call(session, "reset", seed=seed))
+    ep = Episode(seed, name, obs, hint, solution)
+    rng = random.Random(rng_seed)
+    for turn in range(max_turns):
+        if isinstance(policy, list):
+            if turn >= len(policy):
+                break
+            action = policy[turn]
+        else:
+            action = policy(obs, turn, rng)
+        obs, reward, terminated, truncated = check_step(call(session, "step", action))
+        ep.steps.append((action, obs, reward, terminated, truncated))
+        ep.ret += reward
+        if terminated or truncated:
+            ep.terminated, ep.truncated = terminated, truncated
+            break
+    return ep
+
+
+def check_return(ep: Episode) -> None:
+    if not -RETURN_EPS <= ep.ret <= 1 + RETURN_EPS:
+        raise Rejected("reward_out_of_range",
+                       f"seed {ep.seed}, {ep.policy} policy: the return is {ep.ret:g}, outside [0, 1]")
+
+
+def check_solution_fits(solution: list[str], max_turns: int, seed: int) -> None:
+    if len(solution) > max_turns:
+        raise Rejected("infeasible", f"seed {seed}: the solution has {len(solution)} actions "
+                                     f"but max_turns is {max_turns}")
+
+
+def check_feasible(ep: Episode) -> None:
+    if not ep.solved:
+        raise Rejected("infeasible", f"seed {ep.seed}: playing info['solution'] "
+                                     f"({len(ep.solution)} actions) returns {ep.ret:g}, not 1")
+
+
+def check_solution_terminates(ep: Episode) -> None:
+    if not ep.terminated:
+        raise Rejected("never_terminates", f"seed {ep.seed}: the solution reaches return "
+                                           f"{ep.ret:g} but the episode does not terminate")
+
+
+def check_ends(ep: Episode, max_turns: int) -> None:
+    if not ep.ended:
+        raise Rejected("never_terminates", f"seed {ep.seed}, {ep.policy} policy: no "
+                                           f"termination or truncation after {max_turns} turns")
+
+
+def check_same_reset(a: tuple, b: tuple, seed: int) -> None:
+    for what, x, y in zip(("observation", "hint", "solution"), a, b, strict=True):
+        if x != y:
+            raise Rejected("nondeterministic", f"seed {seed}: two resets with the same seed "
+                                               f"gave different {what}s")
+
+
+def check_same_episode(a: Episode, b: Episode) -> None:
+    for what in ("observation", "hint", "solution"):
+        if getattr(a, what) != getattr(b, what):
+            raise Rejected("nondeterministic", f"seed {a.seed}: reset() gave a different "
+                                               f"{what} the second time")
+    for i, (x, y) in enumerate(zip(a.steps, b.steps, strict=False)):
+        if x != y:
+            raise Rejected("nondeterministic", f"seed {a.seed}, {a.policy} policy: step {i + 1} "
+                                               f"differs on replay")
+    if len(a.steps) != len(b.steps):
+        raise Rejected("nondeterministic", f"seed {a.seed}, {a.policy} policy: the replayed "
+                                           f"episode has a different length")
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def check_hint_text(hint: str, solution: list[str], seed: int) -> None:
+    """The hint must not spell out the whole solution: all its actions, in order, with
+    only punctuation or spaces between them. Solutions shorter than two characters are
+    not judged textually (a hint containing 'a' or '7' proves nothing)."""
+    sol = _words(" ".join(solution))
+    if len(sol) < 2:
+        return
+    if re.search(r"(?<!\w)" + re.escape(sol) + r"(?!\w)", _words(hint)):
+        raise Rejected("hint_leak", f"seed {seed}: the hint contains the whole solution")
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def _tokens(obs: str) -> list[str]:
+    return re.findall(r"\w+", obs) or ["x"]
+
+
+def random_text_policy(obs: str, turn: int, rng: random.Random) -> str:
+    toks = _tokens(obs)
+    return " ".join(rng.choice(toks) for _ in range(rng.randint(1, 3)))
+
+
+def random_tool_policy(tools: list[dict]) -> Policy:
+    """A random call of a random tool, each argument a random token of the observation
+    (a number for integer/number parameters)."""
+
+    def act(obs: str, turn: int, rng: random.Random) -> str:
+        spec = rng.choice(tools)
+        toks = _tokens(obs)
+        nums = [t for t in toks if t.isdigit()] or ["0", "1"]
+        args = {}
+        for pname, p in tool_params(spec).items():
+            kind = p.get("type") if isinstance(p, dict) else None
+            args[pname] = int(rng.choice(nums)) if kind in ("integer", "number") else rng.choice(toks)
+        return json.dumps({"name": tool_name(spec), "arguments": args})
+
+    return act
+
+
+def baseline_policies(meta: dict, solution: list[str], hint: str) -> dict[str, Policy]:
+    """The dumb policies an environment must not fall to (the hint policy is separate)."""
+    pol: dict[str, Policy] = {"empty": lambda o, t, r: ""}
+    for c in CONSTANT_ACTIONS:
+        pol[f"constant {c!r}"] = lambda o, t, r, c=c: c
+    if len(solution) > 1 and len(set(solution)) > 1:
+        first = solution[0]
+        pol["repeat first solution action"] = lambda o, t, r: first
+    pol["random"] = random_tool_policy(meta["tools"]) if meta.get("tools") else random_text_policy
+    return pol
+
+
+# --------------------------------------------------------------------------- the whole run
+
+
+@dataclass
+class Verdict:
+    valid: bool
+    reason: str
+    detail: str
+    seconds: float
+    seeds: list[int]
+    meta: dict | None = None
+
+
+def check_trivial(solved: dict[str, int], n_seeds: int) -> None:
+    need = max(1, math.ceil(n_seeds / 2))
+    for name, n in solved.items():
+        if name != "hint" and n >= need:
+            raise Rejected("trivial", f"the {name} policy solves {n} of {n_seeds} seeds")
+
+
+def check_hint_policy(solved: dict[str, int], n_seeds: int) -> None:
+    need = max(1, math.ceil(n_seeds / 2))
+    if solved.get("hint", 0) >= need:
+        raise Rejected("hint_leak", f"sending the hint as the action solves {solved['hint']} "
+                                    f"of {n_seeds} seeds")
+
+
+def run_checks(session, seeds: list[int]) -> dict:
+    """All dynamic checks on an open session; returns the checked metadata."""
+    meta = check_metadata(session_metadata(session))
+    turns = meta["max_turns"]
+    solved: dict[str, int] = {}
+    first: list[Episode] = []
+    for k, seed in enumerate(seeds):
+        first_reset = check_reset(call(session, "reset", seed=seed))
+        check_same_reset(first_reset, check_reset(call(session, "reset", seed=seed)), seed)
+        _, hint, solution = first_reset
+        check_solution_fits(solution, turns, seed)
+        sol = run_episode(session, seed, solution, turns, "solution")
+        check_return(sol)
+        check_feasible(sol)
+        check_solution_terminates(sol)
+        check_hint_text(hint, solution, seed)
+        policies = baseline_policies(meta, solution, hint)
+        policies["hint"] = lambda o, t, r, h=hint: h
+        for name, policy in policies.items():
+            ep = run_episode(session, seed, policy, turns, name, rng_seed=seed)
+            check_return(ep)
+            check_ends(ep, turns)
+            solved[name] = solved.get(name, 0) + int(ep.solved)
+            if k == 0 and name == "random":
+                first = [sol, ep]
+    # Replay the first seed last, after every other episode has moved any hidden state on.
+    seed = seeds[0]
+    again = run_episode(session, seed, first[0].solution, turns, "solution")
+    check_same_episode(first[0], again)
+    policy = baseline_policies(meta, first[0].solution, first[0].hint)["random"]
+    check_same_episode(first[1], run_episode(session, seed, policy, turns, "random", rng_seed=seed))
+    check_hint_policy(solved, len(seeds))
+    check_trivial(solved, len(seeds))
+    return meta
+
+
+def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object]) -> Verdict:
+    """The verdict on one design. `open_session(code)` returns a context manager yielding
+    a session (an EnvSession in production)."""
+    t0 = time.perf_counter()
+    meta = None
+    try:
+        code = check_code_present(code)
+        check_syntax(code)
+        try:
+            with open_session(code) as session:
+                meta = run_checks(session, seeds)
+        except Rejected:
+            raise
+        except Exception as e:
+            if hasattr(e, "reason"):
+                raise from_env_error(e) from None
+            raise
+    except Rejected as r:
+        return Verdict(False, r.reason, r.detail, round(time.perf_counter() - t0, 4), seeds)
+    return Verdict(True, "ok", "", round(time.perf_counter() - t0, 4), seeds, meta)
