@@ -1,0 +1,82 @@
+"""Run untrusted environment code (the designer's Gym modules) in a bubblewrap sandbox.
+
+    from spade_cli.sandbox import SandboxConfig, EnvSession, EnvError, check_sandbox, run_pool
+    with EnvSession(code, SandboxConfig(call_timeout=5)) as env:
+        env.metadata                       # the Env class's metadata dict
+        obs, info = env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step("action")
+        env.renew(reload=False)            # a fresh instance in the same worker
+
+One EnvSession is one persistent worker process (`worker.py`) inside `bwrap`, holding one
+environment instance, speaking JSON lines over its stdin/stdout: ~60 µs per reset/step
+round trip, ~0.4 s to start (Python + numpy + gymnasium). Failures raise
+`EnvError(reason, detail)`; `reason` is one of `REASONS`. Exceptions raised by the
+environment's own code (bad_reset, bad_step) leave the worker usable; everything else
+(timeout, memory, limit, crash, flood, protocol) kills the worker and every process it
+started, and the session answers that error from then on. Sessions are independent, so
+a run of many of them (`run_pool`, `imap_pool`) goes on when some fail.
+
+What the sandbox covers
+-----------------------
+- Namespaces: own pid namespace (nothing the environment starts outlives the worker:
+  killing the sandbox's pid 1 kills them all, and `--die-with-parent` does that when the
+  parent dies), no network (only its own loopback), own IPC, UTS and cgroup view.
+- Identity: as root, bwrap runs without a user namespace and the worker switches to its
+  own unprivileged host uid (one per live worker, so RLIMIT_NPROC, which the kernel
+  ignores for uid 0, is a per-worker process limit); every capability is dropped
+  (bounding set included) and no-new-privs is set. As a non-root user, bwrap's user
+  namespace maps the worker to uid 65534 and NPROC counts per namespace.
+- File system: an empty root with, read-only: the shared libraries under /usr/lib, the
+  interpreter and its stdlib at /opt/python, and in site-packages only gymnasium, its
+  dependencies (numpy, cloudpickle, ...) and `SandboxConfig.packages`. No /etc (bar
+  ld.so.cache), no /home, no /usr/bin, no host /tmp. Writable: a private tmpfs /tmp
+  (`tmp_mb`) and /dev/shm (`shm_mb`); /dev otherwise read-only; /proc read-only (bwrap's
+  /proc otherwise leaves the host's /proc/sys writable to root).
+- Environment: bwrap itself starts with an empty environment (its own is readable
+  inside as /proc/1/environ) and the worker gets only PATH, HOME, LANG and a few thread
+  and Python settings.
+- Limits: wall time per call and per episode (the parent kills the worker), CPU time
+  (RLIMIT_CPU), address space (RLIMIT_AS, which also counts shared mmaps, unlike
+  RLIMIT_DATA), processes + threads (RLIMIT_NPROC), file size, open files, no core dumps,
+  the size of each reply line, and how much the environment may print per call. The
+  parent drains the worker's stderr while it waits (an undrained pipe would deadlock)
+  and keeps only its tail.
+- Protocol: what the environment prints goes to that stderr sink, not to the protocol
+  channel; the parent validates every reply (size, JSON, sequence number), so a worker
+  that writes garbage or floods ends as `protocol`/`flood`, never hangs the parent.
+
+What it does not cover
+----------------------
+- The kernel is shared: a kernel exploit escapes it. There is no seccomp filter, so every
+  system call is reachable (namespaces and the uid limit what they can touch).
+- CPU and memory bandwidth are not shared fairly: a worker can use a whole core until its
+  time limits fire, and tmpfs pages (/tmp, /dev/shm) are host memory outside RLIMIT_AS
+  (bounded by their sizes: 128 workers x (tmp_mb + shm_mb) at worst).
+- The environment can read what the jail shows: the stdlib, the allowed packages, the
+  shared libraries, its own code and the kernel's /proc and /sys views of the machine
+  (CPU, memory size, kernel version) - no user data, but not nothing.
+- Results are only as honest as the environment: the sandbox stops it harming the host,
+  not lying about rewards (that is spade-validate's job).
+- Unsafe mode (`SandboxConfig(unsafe=True)`, the `--unsafe-no-sandbox` flag) runs the
+  same worker as a plain subprocess of your user with the same rlimits and timeouts and
+  nothing else: no namespaces (it can read your files, use the network, signal your
+  processes), and as root no process limit. It prints a loud warning; use it only for
+  code you trust or inside a disposable VM/container.
+- Threads: bwrap's --die-with-parent watches the thread that started the session; create
+  and use a session in one thread (run_pool's worker threads do).
+"""
+
+from typing import Annotated
+
+import typer
+
+from .config import INSTALL_HINT, REASONS, EnvError, SandboxConfig, check_sandbox
+from .session import EnvSession, imap_pool, run_pool, warn_unsafe
+
+UnsafeNoSandbox = Annotated[bool, typer.Option(
+    "--unsafe-no-sandbox",
+    help="Run designer code WITHOUT the bubblewrap sandbox (rlimits only). Dangerous: "
+         "only for trusted code or inside a disposable VM/container.")]
+
+__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "SandboxConfig", "UnsafeNoSandbox",
+           "check_sandbox", "imap_pool", "run_pool", "warn_unsafe"]

@@ -1,0 +1,414 @@
+"""EnvSession: the parent's handle on one sandboxed environment worker."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import orjson
+
+from .config import PY_ROOT, REASONS, WORKER_PATH, EnvError, SandboxConfig, bwrap_argv, \
+    check_sandbox, jail_env
+
+_TAIL = 4096  # bytes of the worker's stderr kept for error details
+
+# Host uids for root mode. Each live worker gets its own, so RLIMIT_NPROC (which counts
+# every process of a uid on the host) is a per-worker limit, and workers of concurrent
+# spade processes on one machine do not share one either (the pid is part of the uid).
+_UID_BASE = 1 << 30
+_UID_SLOTS = 1024
+
+
+class _UidPool:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.used: set[int] = set()
+        self.next = 0
+
+    def acquire(self) -> int:
+        with self.lock:
+            for _ in range(_UID_SLOTS):
+                # Round-robin: a just-released uid may still own a dying process.
+                slot, self.next = self.next, (self.next + 1) % _UID_SLOTS
+                if slot not in self.used:
+                    self.used.add(slot)
+                    return _UID_BASE + ((os.getpid() & 0xFFFFF) << 10) + slot
+        raise EnvError("crash", f"more than {_UID_SLOTS} sandboxed workers at once in one process")
+
+    def release(self, uid: int) -> None:
+        with self.lock:
+            self.used.discard((uid - _UID_BASE) & (_UID_SLOTS - 1))
+
+
+_uids = _UidPool()
+_warned = False
+
+
+def warn_unsafe() -> None:
+    """The loud warning printed once per process when designer code runs unconfined."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    bar = "!" * 78
+    sys.stderr.write(
+        f"{bar}\n!! WARNING: --unsafe-no-sandbox: designer code runs WITHOUT bubblewrap, as your\n"
+        f"!! user, with your files and your network. Only resource limits apply. Use only\n"
+        f"!! for code you trust, or in a throwaway VM/container.\n{bar}\n")
+    sys.stderr.flush()
+
+
+class EnvSession:
+    """One untrusted environment module, loaded into one persistent sandboxed worker.
+
+    `reset`/`step` block on the worker's pipes (many sessions run concurrently from
+    threads). Any failure raises EnvError; after a fatal one (timeout, memory, limit,
+    crash, flood, protocol) the worker is gone and every later call raises the same
+    error. Exceptions raised by the environment's own code (bad_reset, bad_step) leave
+    the worker alive. Create and use a session in the same thread: bwrap's
+    --die-with-parent fires when the thread that started it exits.
+    """
+
+    def __init__(self, code: str, cfg: SandboxConfig | None = None):
+        self.cfg = cfg or SandboxConfig()
+        self.uid: int | None = None  # host uid of the worker (root mode); kept after close
+        self._uid_held = False
+        self.proc: subprocess.Popen | None = None
+        self.dead: EnvError | None = None
+        self.metadata: dict = {}
+        self.class_name: str = ""
+        self.calls = 0
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._buf = bytearray()
+        self._tail = bytearray()
+        self._printed = 0
+        self._pidfd: int | None = None
+        self._episode_end: float | None = None
+        t0 = time.monotonic()
+        try:
+            self._spawn()
+            ready = self._recv(-1, time.monotonic() + self.cfg.start_timeout, "starting the worker")
+            if ready != "ready":
+                self._fail("protocol", "the worker did not say ready")
+            hello = self._request({"code": code}, 0, self.cfg.call_timeout, "loading the module")
+        except BaseException:
+            self.close()
+            raise
+        self.start_seconds = time.monotonic() - t0
+        self._describe(hello)
+
+    # -- public API -------------------------------------------------------------
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        with self._lock:
+            self._episode_end = time.monotonic() + self.cfg.episode_timeout
+            out = self._call({"op": "reset", "seed": seed, "options": options}, "reset()")
+        if not (isinstance(out, list) and len(out) == 2):
+            self._fail("protocol", "malformed reset reply")
+        return out[0], out[1]
+
+    def step(self, action) -> tuple[str, float, bool, bool, dict]:
+        with self._lock:
+            out = self._call({"op": "step", "action": action}, "step()")
+        if not (isinstance(out, list) and len(out) == 5):
+            self._fail("protocol", "malformed step reply")
+        return tuple(out)  # type: ignore[return-value]
+
+    def renew(self, reload: bool = False) -> dict:
+        """A fresh instance of the environment class in the same worker (for determinism
+        checks); with reload=True the module is executed again first, so module-level
+        state starts over too."""
+        with self._lock:
+            self._episode_end = None
+            out = self._call({"op": "new", "reload": reload}, "re-instantiating")
+        self._describe(out)
+        return self.metadata
+
+    @property
+    def alive(self) -> bool:
+        return self.dead is None and self.proc is not None and self.proc.poll() is None
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._tail.decode(errors="replace")
+
+    def close(self) -> None:
+        """Stop the worker and everything it started; waits until they are gone."""
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                proc.stdin.close()  # the worker exits on EOF ...
+                proc.wait(timeout=0.5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        if self._uid_held:
+            _uids.release(self.uid)
+            self._uid_held = False
+        if self.dead is None:
+            self.dead = EnvError("crash", "the session is closed")
+        self.proc = None
+
+    def __enter__(self) -> EnvSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- internals --------------------------------------------------------------
+
+    def _spawn(self) -> None:
+        cfg = self.cfg
+        info_r = info_w = None
+        if cfg.unsafe:
+            warn_unsafe()
+            argv = [sys.executable, "-I", "-B", str(Path(__file__).with_name("worker.py"))]
+            env = jail_env(cfg, None)
+            settings = {"uid": None, "limits": cfg.limits()}
+        else:
+            bwrap = check_sandbox()
+            if os.geteuid() == 0:
+                self.uid = _uids.acquire()
+                self._uid_held = True
+            info_r, info_w = os.pipe()
+            argv = bwrap_argv(bwrap, self.uid, cfg)
+            argv[1:1] = ["--info-fd", str(info_w)]
+            argv += [f"{PY_ROOT}/bin/python", "-I", "-B", WORKER_PATH]
+            # bwrap's own environment is readable inside as /proc/1/environ: give it none.
+            env = {}
+            settings = {"uid": self.uid, "limits": cfg.limits()}
+        argv.append(json.dumps(settings))
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=env, cwd="/", close_fds=True, start_new_session=True,
+                pass_fds=(info_w,) if info_w is not None else ())
+        except OSError as e:
+            raise EnvError("crash", f"cannot start the worker: {e}") from None
+        finally:
+            if info_w is not None:
+                os.close(info_w)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(f.fileno(), False)
+        self._poll = select.poll()
+        self._poll.register(self.proc.stdout.fileno(), select.POLLIN)
+        self._poll.register(self.proc.stderr.fileno(), select.POLLIN)
+        if info_r is not None:
+            self._read_info(info_r)
+
+    def _read_info(self, fd: int) -> None:
+        """bwrap reports the host pid of the sandbox's pid 1; a pidfd on it lets us kill
+        the whole pid namespace synchronously and without a pid-reuse race."""
+        data = b""
+        deadline = time.monotonic() + self.cfg.start_timeout
+        try:
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+                if not r:
+                    break
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                data += chunk
+                try:
+                    pid = json.loads(data)["child-pid"]
+                    self._pidfd = os.pidfd_open(pid)
+                    return
+                except (ValueError, KeyError):
+                    continue
+                except OSError:
+                    return
+        finally:
+            os.close(fd)
+
+    def _describe(self, result) -> None:
+        if not isinstance(result, dict):
+            self._fail("protocol", "malformed description")
+        self.class_name = str(result.get("class", ""))
+        meta = result.get("metadata")
+        self.metadata = meta if isinstance(meta, dict) else {}
+
+    def _call(self, req: dict, what: str):
+        if self.dead is not None:
+            raise self.dead
+        rid = next(self._ids)
+        now = time.monotonic()
+        limit = self.cfg.call_timeout
+        if self._episode_end is not None and self._episode_end - now < limit:
+            limit = max(0.0, self._episode_end - now)
+            what += f" (episode limit {self.cfg.episode_timeout:g}s)"
+        self.calls += 1
+        return self._request({**req, "id": rid}, rid, limit, what)
+
+    def _request(self, req: dict, rid: int, limit: float, what: str):
+        deadline = time.monotonic() + limit
+        what = f"{what} [limit {limit:.3g}s]"
+        self._printed = 0
+        self._send(orjson.dumps(req) + b"\n", deadline, what)
+        return self._recv(rid, deadline, what)
+
+    def _send(self, data: bytes, deadline: float, what: str) -> None:
+        fd = self.proc.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(fd, view)
+                view = view[n:]
+                continue
+            except BlockingIOError:
+                pass
+            except BrokenPipeError:
+                self._died(what)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail("timeout", f"{what}: the worker stopped reading its input")
+            select.select([], [fd], [], left)
+
+    def _recv(self, rid: int, deadline: float, what: str):
+        out_fd, err_fd = self.proc.stdout.fileno(), self.proc.stderr.fileno()
+        cap = self.cfg.reply_bytes + 4096
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line = bytes(self._buf[:nl])
+                del self._buf[: nl + 1]
+                return self._parse(line, rid, what)
+            if len(self._buf) > cap:
+                self._fail("flood", f"{what}: reply longer than {self.cfg.reply_bytes} bytes")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail("timeout", f"{what}: no answer in time")
+            for fd, _ev in self._poll.poll(left * 1000):
+                try:
+                    data = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if fd == out_fd:
+                    if not data:
+                        self._died(what)
+                    self._buf += data
+                elif fd == err_fd:
+                    if not data:
+                        self._poll.unregister(err_fd)
+                        continue
+                    self._printed += len(data)
+                    self._tail += data
+                    del self._tail[:-_TAIL]
+                    if self._printed > self.cfg.output_bytes:
+                        self._fail("flood", f"{what}: printed more than {self.cfg.output_bytes} bytes")
+
+    def _parse(self, line: bytes, rid: int, what: str):
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            self._fail("protocol", f"{what}: the worker wrote something that is not JSON")
+        if not isinstance(msg, dict) or msg.get("id") != rid:
+            self._fail("protocol", f"{what}: reply out of sequence")
+        if msg.get("ok") is True:
+            return msg.get("result")
+        reason, detail = msg.get("reason"), str(msg.get("detail", ""))[:2000]
+        if reason not in REASONS:
+            self._fail("protocol", f"{what}: unknown reason {reason!r}")
+        if msg.get("fatal", True):
+            self._fail(reason, detail)
+        raise EnvError(reason, detail, fatal=False)
+
+    def _fail(self, reason: str, detail: str):
+        """Kill the worker and everything it started; this session now answers `reason`."""
+        self._kill()
+        self.dead = EnvError(reason, detail)
+        raise self.dead
+
+    def _died(self, what: str):
+        """The worker's output closed: it exited or was killed. Say how, and why."""
+        proc = self.proc
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self._kill()
+        rc = proc.returncode
+        reason, how = "crash", f"exit status {rc}"
+        sig = None
+        if rc is not None and rc < 0:
+            sig = -rc
+        elif rc is not None and rc > 128:
+            sig = rc - 128  # bwrap reports a child killed by signal N as 128+N
+        if sig:
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            how = f"killed by {name}"
+            if sig == signal.SIGXCPU:
+                reason, how = "timeout", f"CPU time limit ({self.cfg.cpu_seconds}s) exceeded"
+            elif sig == signal.SIGXFSZ:
+                reason, how = "limit", f"file size limit ({self.cfg.file_mb} MiB) exceeded"
+        tail = self.stderr_tail.strip().splitlines()[-3:]
+        detail = f"{what}: worker died ({how})" + (": " + " | ".join(tail)[-500:] if tail else "")
+        self.dead = EnvError(reason, detail)
+        raise self.dead
+
+    def _kill(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if self._pidfd is not None:
+            try:  # the sandbox's pid 1: its death takes the whole pid namespace with it
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def imap_pool(fn: Callable, items: Iterable, max_workers: int) -> Iterator:
+    """fn(item) for every item on up to max_workers threads, yielded in input order while
+    at most 2*max_workers items are in flight (items may be an endless stream)."""
+    max_workers = max(1, int(max_workers))
+    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sandbox") as pool:
+        pending = []
+        it = iter(items)
+        for item in it:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * max_workers:
+                yield pending.pop(0).result()
+        for fut in pending:
+            yield fut.result()
+
+
+def run_pool(fn: Callable, items: Iterable, max_workers: int) -> list:
+    """fn(item) for every item on up to max_workers threads; results in input order.
+    An exception from fn propagates (catch EnvError inside fn to keep going)."""
+    return list(imap_pool(fn, items, max_workers))

@@ -1,0 +1,283 @@
+"""The sandboxed side of an EnvSession: one process holding one untrusted environment.
+
+Runs inside bwrap (or, in unsafe mode, as a plain subprocess) as
+`python -I -B worker.py SETTINGS_JSON`, and imports nothing from spade_cli: the package
+is not visible inside the sandbox. Order matters, because everything after step 4 may
+be hostile:
+
+  1. drop to the host uid the parent picked (root mode) and shed every capability,
+  2. move the protocol channel off fd 1 (fd 1 and 2 of untrusted code go to the
+     parent's bounded stderr sink),
+  3. set the resource limits (hard = soft, so untrusted code cannot raise them),
+  4. preload gymnasium and numpy, say "ready",
+  5. read the module source (first stdin line), exec it, find the Env class,
+     instantiate it, answer JSON-lines requests until stdin closes.
+
+Requests:  {"id", "op": "reset", "seed", "options"} | {"id", "op": "step", "action"}
+           | {"id", "op": "new", "reload": bool} | {"id", "op": "meta"}
+Replies:   {"id", "ok": true, "result": ..., "t": seconds in env code}
+           | {"id", "ok": false, "reason", "detail", "fatal": bool}
+"""
+
+import errno
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+import types
+
+SETTINGS = json.loads(sys.argv[1])
+MAIN_PID = os.getpid()
+PROTO = None  # fd of the protocol channel to the parent
+
+
+def drop_privileges(uid):
+    """Become `uid` on the host: RLIMIT_NPROC is not enforced for uid 0, and root
+    without capabilities can still write root-owned files such as /proc/sys."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_capbset_drop = 24
+    for cap in range(64):  # empty the bounding set while CAP_SETPCAP is still held
+        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # clears permitted/effective/ambient capabilities
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    data = (Data * 2)()  # all zero: drop the inheritable set too
+    if libc.capset(ctypes.byref(Header(0x20080522, 0)), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+    pr_set_no_new_privs = 38
+    libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise SystemExit("could not drop privileges")
+
+
+def set_limits(lim):
+    import resource
+
+    mb = 1024 * 1024
+    pairs = [
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_FSIZE, lim["file_mb"] * mb),
+        (resource.RLIMIT_NOFILE, lim["open_files"]),
+        (resource.RLIMIT_MEMLOCK, 0),
+    ]
+    if lim.get("nproc"):
+        pairs.append((resource.RLIMIT_NPROC, lim["nproc"]))
+    for res, value in pairs:
+        resource.setrlimit(res, (value, value))
+    # CPU: SIGXCPU at the soft limit (reported as a timeout), SIGKILL a second later.
+    resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_seconds"], lim["cpu_seconds"] + 1))
+    # A file growing past RLIMIT_FSIZE should fail the write (EFBIG), not kill the worker.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def set_memory_limit(lim):
+    # RLIMIT_AS, not RLIMIT_DATA: DATA does not count shared mappings (mmap bombs).
+    import resource
+
+    value = lim["memory_mb"] * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (value, value))
+
+
+def write_reply(obj):
+    if os.getpid() != MAIN_PID:  # a forked copy of the worker must never answer
+        os._exit(0)
+    try:
+        data = json.dumps(obj, default=to_json, allow_nan=True).encode() + b"\n"
+    except (TypeError, ValueError) as e:
+        data = json.dumps({"id": obj.get("id"), "ok": False, "reason": "bad_" + obj.get("op", "step"),
+                           "detail": f"returned a value that is not JSON-serialisable: {e}",
+                           "fatal": False}).encode() + b"\n"
+    cap = SETTINGS["limits"]["reply_bytes"]
+    if len(data) > cap:
+        data = json.dumps({"id": obj.get("id"), "ok": False, "reason": "flood",
+                           "detail": f"reply of {len(data)} bytes exceeds the {cap}-byte cap",
+                           "fatal": True}).encode() + b"\n"
+    view = memoryview(data)
+    while view:
+        n = os.write(PROTO, view)
+        view = view[n:]
+
+
+def to_json(x):
+    """numpy scalars and arrays become plain values; anything else is an error."""
+    if hasattr(x, "tolist") and type(x).__module__.startswith("numpy"):
+        return x.tolist()
+    if isinstance(x, (tuple, set, frozenset)):
+        return list(x)
+    raise TypeError(f"{type(x).__name__} at top level or inside a container")
+
+
+_RESOURCE_ERRNOS = {errno.EAGAIN: "processes", errno.EMFILE: "open files", errno.ENFILE: "open files",
+                    errno.ENOSPC: "disk space (/tmp or /dev/shm full)", errno.EFBIG: "file size",
+                    errno.EDQUOT: "disk quota"}
+
+
+def classify(exc, default):
+    """Map an exception raised by environment code to (reason, fatal)."""
+    seen = set()
+    e = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM):
+            return "memory", True, None
+        if isinstance(e, OSError) and e.errno in _RESOURCE_ERRNOS:
+            return "limit", True, _RESOURCE_ERRNOS[e.errno]
+        if isinstance(e, RuntimeError) and "can't start new thread" in str(e):
+            return "limit", True, "processes"
+        e = e.__cause__ or e.__context__
+    return default, False, None
+
+
+def error_reply(rid, exc, default, where):
+    reason, fatal, what = classify(exc, default)
+    tb = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in tb if f.filename == "<env>"]
+    line = f" (line {frames[-1].lineno})" if frames else ""
+    detail = f"{where}{line}: {type(exc).__name__}: {exc}"
+    if what:
+        detail = f"{what} limit: {detail}"
+    return {"id": rid, "ok": False, "reason": reason, "detail": detail[:2000], "fatal": fatal}
+
+
+def find_env_class(module):
+    import gymnasium
+
+    found = [v for v in vars(module).values()
+             if isinstance(v, type) and issubclass(v, gymnasium.Env) and v is not gymnasium.Env
+             and v.__module__ == module.__name__]
+    # A base class and its subclass both defined here: the leaf is the environment.
+    leaves = [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
+    if len(leaves) == 1:
+        return leaves[0], None
+    if not leaves:
+        return None, "the module defines no gymnasium.Env subclass"
+    return None, "the module defines several gymnasium.Env subclasses: " + ", ".join(
+        sorted(c.__name__ for c in leaves))
+
+
+def load(code):
+    module = types.ModuleType("spade_env")
+    module.__file__ = "<env>"
+    sys.modules["spade_env"] = module
+    try:
+        compiled = compile(code, "<env>", "exec")
+    except SyntaxError as e:
+        return None, {"ok": False, "reason": "syntax_error", "fatal": False,
+                      "detail": f"line {e.lineno}: {e.msg}"}
+    except (ValueError, MemoryError, RecursionError) as e:
+        return None, error_reply(None, e, "syntax_error", "compiling the module")
+    try:
+        exec(compiled, module.__dict__)
+    except BaseException as e:  # noqa: BLE001 - SystemExit too: untrusted code may call exit()
+        return None, error_reply(None, e, "import_crash", "importing the module")
+    cls, problem = find_env_class(module)
+    if cls is None:
+        return None, {"ok": False, "reason": "no_env_class", "detail": problem, "fatal": False}
+    return cls, None
+
+
+def instantiate(cls):
+    try:
+        return cls(), None
+    except BaseException as e:  # noqa: BLE001
+        return None, error_reply(None, e, "import_crash", f"constructing {cls.__name__}()")
+
+
+def describe(cls):
+    meta = getattr(cls, "metadata", None)
+    try:
+        meta = json.loads(json.dumps(meta, default=to_json))
+    except (TypeError, ValueError):
+        meta = {"__unserialisable__": repr(meta)[:500]}
+    return {"class": cls.__name__, "metadata": meta}
+
+
+def serve(code):
+    cls, err = load(code)
+    if err is None:
+        env, err = instantiate(cls)
+    if err is not None:
+        write_reply({**err, "id": 0})
+        return
+    write_reply({"id": 0, "ok": True, "result": describe(cls)})
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline()
+        if not line:
+            return
+        req = json.loads(line)
+        rid, op = req.get("id"), req.get("op")
+        t0 = time.perf_counter()
+        try:
+            if op == "step":
+                out = env.step(req.get("action"))
+                if not (isinstance(out, tuple) and len(out) == 5):
+                    raise TypeError(f"step() must return a 5-tuple, got {type(out).__name__}"
+                                    + (f" of length {len(out)}" if isinstance(out, tuple) else ""))
+            elif op == "reset":
+                out = env.reset(seed=req.get("seed"), options=req.get("options"))
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise TypeError("reset() must return (observation, info)")
+            elif op == "new":
+                if req.get("reload"):
+                    cls, err = load(code)
+                    if err is not None:
+                        write_reply({**err, "id": rid})
+                        continue
+                env, err = instantiate(cls)
+                if err is not None:
+                    write_reply({**err, "id": rid})
+                    continue
+                out = describe(cls)
+            elif op == "meta":
+                out = describe(cls)
+            else:
+                write_reply({"id": rid, "ok": False, "reason": "protocol",
+                             "detail": f"unknown op {op!r}", "fatal": True})
+                continue
+        except BaseException as e:  # noqa: BLE001
+            default = "bad_step" if op == "step" else "bad_reset"
+            write_reply({**error_reply(rid, e, default, f"{op}()"), "op": op})
+            continue
+        write_reply({"id": rid, "op": op, "ok": True, "result": out,
+                     "t": round(time.perf_counter() - t0, 6)})
+
+
+def main():
+    global PROTO
+    lim = SETTINGS["limits"]
+    if SETTINGS.get("uid") is not None:
+        drop_privileges(SETTINGS["uid"])
+    # The protocol channel moves to a private descriptor; whatever the environment
+    # prints (fd 1 or fd 2) goes to the parent's bounded stderr sink instead.
+    PROTO = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    set_limits(lim)
+    os.chdir("/tmp")
+    import gymnasium  # noqa: F401 - preloaded so every environment finds it cheaply
+    import numpy  # noqa: F401
+
+    set_memory_limit(lim)
+    write_reply({"id": -1, "ok": True, "result": "ready"})
+    first = sys.stdin.buffer.readline()
+    if not first:
+        return
+    serve(json.loads(first)["code"])
+
+
+if __name__ == "__main__":
+    main()
