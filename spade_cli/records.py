@@ -65,6 +65,9 @@ REASONS = (
     "timeout",
     "memory",
     "crash",
+    "limit",        # sandbox: processes, open files, file size, /tmp or /dev/shm exhausted
+    "flood",        # sandbox: a reply or the environment's printing exceeded its cap
+    "protocol",     # sandbox: the worker wrote something that is not a well-formed reply
     "duplicate",
 )
 

@@ -17,8 +17,16 @@ from pathlib import Path
 
 import orjson
 
-from .config import PY_ROOT, REASONS, WORKER_PATH, EnvError, SandboxConfig, bwrap_argv, \
-    check_sandbox, jail_env
+from .config import (
+    PY_ROOT,
+    REASONS,
+    WORKER_PATH,
+    EnvError,
+    SandboxConfig,
+    bwrap_argv,
+    check_sandbox,
+    jail_env,
+)
 
 _TAIL = 4096  # bytes of the worker's stderr kept for error details
 
