@@ -25,7 +25,8 @@ independent of the file's order:
 Replay policy (`select_replay`), after prioritised level replay (Jiang et al., 2021):
   P(i) = (1 - rho) * P_S(i) + rho * P_C(i)
   P_S(i) = h(rank_i)^(1/beta) / sum_j h(rank_j)^(1/beta),  h(r) = 1/r, rank by score
-           (learnability p(1-p) of the latest no-hint success rate, ties by id);
+           (learnability p(1-p) of the latest no-hint success rate, ties by id; an entry
+           never played counts as 0.25, the maximum, so each is measured once);
   P_C(i) = (round - last_round_i) / sum_j (round - last_round_j)   (staleness);
   n distinct entries are drawn without replacement (renormalising after each draw).
   Defaults beta = 0.3, rho = 0.3: PLR's beta = 0.1 suits thousands of levels; a memory
@@ -142,6 +143,30 @@ def entry_from_candidate(cand: dict, score: dict, round_: int) -> Entry:
     return rec
 
 
+def entries_from_library(library: Iterable[dict], round_: int = 0) -> list[Entry]:
+    """Memory entries for the example library (`envs.library.load_library()` dicts:
+    name, summary, code, max_turns, tools, family): the first memory of a run. They carry
+    no scores until played; replay ranks unplayed entries first (see `_learnability`)."""
+    out, seen = [], set()
+    for lib in library:
+        h = dedup.code_hash(lib["code"])
+        eid = make_id("env", h)
+        if eid in seen:
+            continue
+        seen.add(eid)
+        rec = new_record(
+            "env", eid, [], name=lib.get("name") or "", summary=summary_of(lib), code=lib["code"],
+            max_turns=lib.get("max_turns"), doc_id=None, round=round_, scores=scores_of({}),
+            replays=0, last_round=round_, code_hash=h, origin="library",
+        )
+        if lib.get("tools"):
+            rec["tools"] = lib["tools"]
+        if lib.get("family"):
+            rec["family"] = lib["family"]
+        out.append(rec)
+    return out
+
+
 def scores_of(score: dict) -> dict:
     """The part of a candidate's `score` worth keeping in memory."""
     return {
@@ -168,12 +193,14 @@ def _regret(e: Entry) -> float:
 
 
 def _learnability(e: Entry) -> float:
+    """Latest learnability; an entry never played (a library seed) counts as the maximum
+    0.25 so that it is measured once: PLR likewise visits unseen levels before replaying."""
     s = e.get("scores") or {}
     v = s.get("learnability")
     if isinstance(v, (int, float)):
         return float(v)
     p = (s.get("nohint") or {}).get("success_rate")
-    return float(p) * (1.0 - float(p)) if isinstance(p, (int, float)) else 0.0
+    return float(p) * (1.0 - float(p)) if isinstance(p, (int, float)) else 0.25
 
 
 # --------------------------------------------------------------------------- designer prompt
@@ -310,3 +337,23 @@ def find_entry(entries: list[Entry], key: str) -> Entry | None:
         return max(named, key=lambda e: (e.get("round") or 0, e["id"]))
     pref = [e for e in entries if e["id"].startswith(key)]
     return pref[0] if len(pref) == 1 else None
+
+
+def pool_candidate(e: Entry, round_: int) -> dict:
+    """A memory entry as a fresh candidate (origin "library", no verdict yet) for the
+    fixed-pool baseline: it goes through spade-validate like the example library."""
+    env = {"code": e["code"], "name": e.get("name"), "summary": e.get("summary"), "max_turns": e.get("max_turns")}
+    if e.get("tools"):
+        env["tools"] = e["tools"]
+    rid = make_id("lib", e["id"], round_)
+    return new_record("candidate", rid, [e["id"]], origin="library", round=round_, group=rid,
+                      doc=None, design=None, env=env)
+
+
+def draw(items: list[dict], n: int, seed: int, stage: str, round_: int) -> list[dict]:
+    """n items uniformly without replacement (all when n is 0 or exceeds the pool), in a
+    deterministic order for (seed, stage, round) whatever the input order."""
+    pool = sorted(items, key=lambda r: r["id"])
+    rng = random.Random(int(stable_hash(seed, stage, round_, n=16), 16))
+    k = len(pool) if n <= 0 else min(n, len(pool))
+    return rng.sample(pool, k)

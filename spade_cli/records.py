@@ -24,7 +24,9 @@ kind "candidate"
     replay      {env_id, priority, staleness, replays}   (origin "replay": spade-memory replay)
     score       {valid, reason, estimator, regret, reward, estimates {mean-gap, max-gap,
                  learnability}, nohint: stats, hint: stats, accepted,
-                 duplicate_of?, duplicate? ("exact"|"near"), similarity?}  (spade-regret)
+                 duplicate_of?, duplicate? ("exact"|"near"), similarity?,
+                 memory_id? (replayed/library env whose memory entry was refreshed)}
+                                                                   (spade-regret)
         stats   {n, mean_return, max_return, min_return, success_rate}
         reason  "ok", the validation reason of an invalid design, "duplicate",
                 "no_episodes", "below_min_regret"

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import memory
-from .dedup import THRESHOLD
+from .dedup import THRESHOLD, code_hash
 
 ESTIMATORS = ("mean-gap", "max-gap", "learnability")
 DEFAULT_ESTIMATOR = "mean-gap"
@@ -156,7 +156,8 @@ class Scorer:
 
     Feed candidates to `score` in order; the first of a group of duplicates wins.
     `accepted` collects new memory entries, `replayed` the fresh scores of environments
-    replayed from memory. A candidate already in memory *because of an earlier run on
+    replayed from memory (origin "replay", or origin "library" whose code memory holds:
+    these are measured, never duplicates). A candidate already in memory *because of an earlier run on
     the same input* (its id is the entry's parent) is not its own duplicate, so a rerun
     of spade-regret after an interruption gives the same scores.
     """
@@ -171,6 +172,8 @@ class Scorer:
     def __post_init__(self) -> None:
         self.index = memory.index_of(self.entries, self.cfg.threshold) if self.cfg.dedup else None
         self.own = {p: e["id"] for e in self.entries for p in e.get("parents", [])}
+        self.memory_ids = {e["id"] for e in self.entries}
+        self.by_hash = {e.get("code_hash") or code_hash(e["code"]): e["id"] for e in self.entries}
 
     def score(self, cand: dict, where: Any = None) -> dict:
         """`cand` with `score` added (a new dict; the input is not modified)."""
@@ -183,16 +186,35 @@ class Scorer:
             if not isinstance((cand.get("env") or {}).get("code"), str):
                 raise (where.error if where else ValueError)("valid candidate without env.code")
             sc = valid_score(cand, self.cfg)
-            if cand.get("origin") == "replay":
-                sc["accepted"] = False
-                env_id = (cand.get("replay") or {}).get("env_id") or (cand.get("parents") or [None])[0]
-                if env_id and sc["regret"] is not None:
-                    self.replayed.append((env_id, sc, round_))
+            if cand.get("origin", "design") != "design":
+                self._measure_known(cand, sc, round_)
             elif sc["accepted"]:
                 self._dedup_and_accept(cand, sc, round_)
         self.stats["n"] += 1
         self.scored.append(sc)
         return {**cand, "score": sc}
+
+    def _measure_known(self, cand: dict, sc: dict, round_: int) -> None:
+        """A replayed or library environment was not designed in this round, so it is
+        never a duplicate: if memory holds it, its entry gets the fresh scores; a library
+        environment memory does not hold yet is added."""
+        env_id = (cand.get("replay") or {}).get("env_id")
+        if env_id is None:
+            env_id = self.by_hash.get(code_hash(cand["env"]["code"]))
+        if env_id is None and cand.get("origin") == "replay":
+            env_id = (cand.get("parents") or [None])[0]
+        if sc["regret"] is None:
+            sc["accepted"] = False
+        elif env_id is not None and env_id in self.memory_ids:
+            sc["accepted"] = False
+            sc["memory_id"] = env_id
+            self.replayed.append((env_id, sc, round_))
+        elif cand.get("origin") == "replay":
+            sc["accepted"] = False  # its entry is gone from this memory: nothing to refresh
+        else:
+            if self.index is not None:
+                self.index.add(cand["id"], cand["env"]["code"])
+            self.accepted.append(memory.entry_from_candidate(cand, sc, round_))
 
     def _dedup_and_accept(self, cand: dict, sc: dict, round_: int) -> None:
         code = cand["env"]["code"]

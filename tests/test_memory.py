@@ -326,3 +326,45 @@ def test_replay_candidates_are_valid_candidates():
     bank = next(c for c in cands if c["replay"]["env_id"] == "env-bank")
     assert bank["env"]["tools"][0]["function"]["name"] == "balance"
     assert memory.replay_candidates(entries, 2, round_=3, seed=0) == cands
+
+
+def test_entries_from_library_and_unplayed_first_in_replay():
+    lib = [{"name": "guess", "summary": "Guess a number.", "code": GUESS, "max_turns": 10, "tools": None,
+            "family": "games", "path": "x/guess.py"},
+           {"name": "bank", "summary": "", "code": BANK, "max_turns": 6, "tools": [{"type": "function"}],
+            "family": "stateful tool use", "path": "x/bank.py"},
+           {"name": "guess-copy", "summary": "", "code": GUESS_REFORMATTED, "max_turns": 10}]
+    entries = memory.entries_from_library(lib)
+    assert [e["name"] for e in entries] == ["guess", "bank"]  # the reformatted copy has the same id
+    assert entries[0]["kind"] == "env" and entries[0]["origin"] == "library" and entries[0]["round"] == 0
+    assert entries[1]["summary"].startswith("Tool use: move money") and entries[1]["tools"] == [{"type": "function"}]
+    assert entries[0]["code_hash"] == dedup.code_hash(GUESS)
+    played = entry("nim", NIM, p=0.5)
+    ranked = memory.replay_priorities([played] + entries, round_=0, beta=0.1)
+    # unplayed entries tie with the best learnability (0.25): ties broken by id
+    assert max(ranked, key=ranked.get) == min(e["id"] for e in [played] + entries)
+
+
+def test_spade_memory_pool_from_memory_file(tmp_path, cli):
+    path = tmp_path / "m.jsonl"
+    memory.save_memory(str(path), [entry(f"v{i}", c) for i, c in enumerate(variants(6))])
+    r = cli("memory", "pool", path, "-n", "4", "--round", "3", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    cands = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert len(cands) == 4 and len({c["id"] for c in cands}) == 4
+    assert all(c["origin"] == "library" and c["round"] == 3 and "validation" not in c for c in cands)
+    assert cli("memory", "pool", path, "-n", "4", "--round", "3", "--seed", "1").stdout == r.stdout
+    assert cli("memory", "pool", path, "-n", "4", "--round", "4", "--seed", "1").stdout != r.stdout
+    assert len(cli("memory", "pool", path, "-n", "0").stdout.splitlines()) == 6
+
+
+def test_spade_memory_pool_from_library_dir(tmp_path, cli):
+    pytest.importorskip("spade_cli.envs.library")
+    d = tmp_path / "envs"
+    d.mkdir()
+    for f in ("guess_number.py", "nim.py", "bank.py"):
+        (d / f).write_text((ENVS / f).read_text())
+    r = cli("memory", "pool", d, "-n", "2", "--seed", "0")
+    assert r.returncode == 0, r.stderr
+    cands = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert len(cands) == 2 and all(c["origin"] == "library" and c["env"]["code"] for c in cands)

@@ -274,3 +274,15 @@ def test_spade_memory_add_seeds_memory(tmp_path):
     assert r.returncode == 0, r.stderr
     assert [e["name"] for e in memory.load_memory(str(mem_path))] == ["name-n", "name-b"]
     assert b"added 2 environments (2 skipped)" in r.stderr
+
+
+def test_library_candidates_refresh_memory_instead_of_duplicating():
+    lib = memory.entries_from_library([{"name": "nim", "code": NIM, "max_turns": 20}])
+    s = regret.Scorer(regret.ScoreConfig(), lib)
+    known = s.score(cand("l1", NIM, [1.0, 0.0], [1.0, 1.0], origin="library"))["score"]
+    new = s.score(cand("l2", BANK, [0.0, 0.0], [1.0, 1.0], origin="library"))["score"]
+    assert known["reason"] == "ok" and known["memory_id"] == lib[0]["id"] and not known["accepted"]
+    assert new["accepted"] and new["reward"] == 1.0
+    merged = regret.merge_into_memory(lib, s.accepted, s.replayed)
+    assert [e["origin"] for e in merged] == ["library", "library"]
+    assert merged[0]["scores"]["learnability"] == 0.25 and merged[0]["replays"] == 1

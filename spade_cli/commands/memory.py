@@ -11,7 +11,7 @@ import typer
 
 from .. import memory as mem
 from ..cli import Output, Quiet, Seed, Verbose, Zstd, entry, log, make_app, open_output
-from ..errors import DataError, UsageError
+from ..errors import DataError, ResourceError, UsageError
 from ..recordio import RecordReader
 from ..regret import is_valid
 
@@ -136,6 +136,39 @@ def replay(
     with open_output(output, zstd) as out:
         out.write_all(cands)
     log.info("%d of %d environments drawn for replay in round %d", len(cands), len(entries), round_)
+
+
+@app.command()
+def pool(
+    source: Annotated[str, typer.Argument(
+        help="A directory of example environments (examples/envs), a memory file or a candidates file.",
+        show_default=False)],
+    n: Annotated[int, typer.Option("-n", min=0, help="How many environments to draw (0: all).")] = 8,
+    round_: Annotated[int, typer.Option("--round", min=0, help="Round recorded on the candidates.")] = 0,
+    seed: Seed = 0,
+    output: Output = "-",
+    zstd: Zstd = False,
+    verbose: Verbose = 0,
+    quiet: Quiet = False,
+) -> None:
+    """Draw N environments uniformly (without replacement, deterministic for seed and round) from a fixed pool, as candidate records for spade-validate: the fixed-environment baseline."""
+    if os.path.isdir(source):
+        try:
+            from ..envs.library import library_candidates, load_library
+        except ImportError as e:
+            raise ResourceError(f"the example library loader is not available ({e})") from None
+        items = library_candidates(load_library(source), round=round_)
+    else:
+        items = []
+        for rec in RecordReader([source], kind=("env", "candidate"), required=("id",)):
+            if rec["kind"] == "env":
+                items.append(mem.pool_candidate(rec, round_))
+            else:
+                items.append({**rec, "round": round_})
+    picked = mem.draw(items, n, seed, "pool", round_)
+    with open_output(output, zstd) as out:
+        out.write_all(picked)
+    log.info("%d of %d pool environments drawn for round %d", len(picked), len(items), round_)
 
 
 @app.command()
