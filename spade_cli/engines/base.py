@@ -11,9 +11,11 @@ Conventions shared by all engines (the tests hold each engine to them):
   special tokens.
 - A stop string ends the completion: `text` is cut before it, `completion_ids` keep the
   tokens up to and including the one that completed it.
-- `logprobs[i]` is the log-probability of `completion_ids[i]` under the
-  temperature-scaled distribution (before top-p truncation): what the GRPO loss
-  compares against. Greedy decoding (temperature 0) reports untempered logprobs.
+- `logprobs[i]` is the log-probability of `completion_ids[i]` under the distribution
+  it was sampled from: after temperature and top-p (vLLM's "processed_logprobs", what
+  TRL's importance-sampling correction expects). With top_p=1 this is the
+  temperature-scaled softmax the GRPO loss computes. Greedy decoding (temperature 0)
+  reports the model's untempered logprobs.
 - `finish_reason` is "stop" (end of turn or stop string), "length" (max_tokens) or
   "context" (the prompt left no room in the model's context window).
 """

@@ -4,8 +4,9 @@ Requests are grouped by their sampling settings (temperature, top_p, max_tokens)
 group sorted by prompt length and cut into batches of at most `max_batch_size`; one
 `model.generate` call serves each batch. Per-request stop strings and per-request token
 budgets are enforced by a stopping criterion that finishes rows one at a time, and the
-logprob of every sampled token is recorded by a logits processor that sees the raw
-logits (custom processors run before generate's temperature/top-p warpers).
+logprob of every sampled token is recorded by a logits processor (custom processors
+run before generate's temperature/top-p warpers, so it applies the same warpers to a
+copy of the raw logits).
 
 Seeds: generate samples from torch's global RNG, so a seed cannot follow one request
 through a shared batch as it does in vLLM. When requests carry seeds, each batch is run
@@ -70,7 +71,7 @@ class HFEngine(Engine):
                 results[i] = Generation("", list(p), [], [], reason)
                 continue
             groups[s.key()].append(i)
-        for key, idx in groups.items():
+        for idx in groups.values():
             idx.sort(key=lambda i: -len(prompts[i]))
             for b in range(0, len(idx), self.max_batch_size):
                 chunk = idx[b : b + self.max_batch_size]
@@ -102,7 +103,7 @@ class HFEngine(Engine):
             pad_token_id=self._pad,
             **knobs,
         )
-        recorder = _LogprobRecorder(1.0 if greedy else float(s0.temperature))
+        recorder = _LogprobRecorder(1.0, 1.0) if greedy else _LogprobRecorder(float(s0.temperature), float(s0.top_p))
         stopper = _RowStopper(self.tokenizer, width, budgets, [s.stop for s in samplings])
         seeds = [s.seed for s in samplings]
         seed = int(stable_hash("hf-batch", *seeds, n=8), 16) & 0x7FFFFFFF if any(x is not None for x in seeds) else None
@@ -136,13 +137,21 @@ class HFEngine(Engine):
         return out
 
 
-def _LogprobRecorder(temperature: float):
-    from transformers import LogitsProcessor
+def _LogprobRecorder(temperature: float, top_p: float):
+    from transformers import LogitsProcessor, TemperatureLogitsWarper, TopPLogitsWarper
+
+    # The very warpers generate samples through, applied to a copy: the recorded logprob
+    # is that of the distribution the token was drawn from (vLLM's "processed_logprobs").
+    warpers = []
+    if temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(temperature))
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
 
     class Recorder(LogitsProcessor):
-        """Keeps log_softmax(raw logits / T) of the previous step and, once the next call
-        shows which token was sampled, gathers that token's logprob; `finish` gathers
-        the last step's. Holds one (batch, vocab) matrix at a time, not the whole run."""
+        """Keeps the previous step's log-distribution and, once the next call shows
+        which token was sampled, gathers that token's logprob; `finish` gathers the last
+        step's. Holds one (batch, vocab) matrix at a time, not the whole run."""
 
         def __init__(self):
             self.prev = None
@@ -153,7 +162,10 @@ def _LogprobRecorder(temperature: float):
 
             if self.prev is not None:
                 self.steps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1).cpu())
-            self.prev = torch.log_softmax(scores.float() / temperature, dim=-1)
+            warped = scores.float()
+            for w in warpers:
+                warped = w(input_ids, warped)
+            self.prev = torch.log_softmax(warped, dim=-1)
             return scores
 
         def finish(self, sequences):
