@@ -29,7 +29,9 @@ import hashlib
 import io
 import re
 import tokenize
+from collections.abc import Set
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -138,27 +140,20 @@ def normalize(code: str) -> str:
     return ast.dump(tree, annotate_fields=False)
 
 
-def code_hash(code: str) -> str:
-    """Hash of the normalised code (exact-duplicate key), 16 hex digits."""
-    return hashlib.blake2b(normalize(code).encode(), digest_size=8).hexdigest()
+_PLACEHOLDER = re.compile(r"_\d+")
 
 
-def tokens(code: str) -> list[str]:
-    """Token stream for shingling: defined names as `_`, strings split into words."""
-    tree = _parse(code)
-    if tree is None:
-        return _WORD.findall(_fallback_text(code))
-    _rename(tree, _defined_names(tree), numbered=False)
-    try:
-        text = ast.unparse(tree)
-    except (ValueError, RecursionError):
-        return _WORD.findall(_fallback_text(code))
+def _tokens_of(tree: ast.AST) -> list[str]:
+    """Token stream of a renamed tree: placeholders as `_`, strings split into words."""
+    text = ast.unparse(tree)
     out: list[str] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.STRING:
                 out.extend(_WORD.findall(tok.string))
-            elif tok.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP):
+            elif tok.type == tokenize.NAME:
+                out.append("_" if _PLACEHOLDER.fullmatch(tok.string) else tok.string)
+            elif tok.type in (tokenize.NUMBER, tokenize.OP):
                 out.append(tok.string)
             elif tok.type == tokenize.INDENT:
                 out.append("<in>")
@@ -169,19 +164,55 @@ def tokens(code: str) -> list[str]:
     return out
 
 
-def shingles(code: str, size: int = SHINGLE) -> set[int]:
-    """Set of 32-bit hashes of every run of `size` consecutive tokens."""
-    toks = tokens(code)
+def _hash_text(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+@lru_cache(maxsize=1024)
+def fingerprint(code: str, size: int = SHINGLE) -> tuple[str, frozenset[int]]:
+    """(exact key, shingle set) of `code`, from one parse. Cached: the same memory is
+    fingerprinted by every stage and every prompt that reads it."""
+    tree = _parse(code)
+    toks: list[str] | None = None
+    if tree is not None:
+        try:
+            _rename(tree, _defined_names(tree), numbered=True)
+            key = _hash_text(ast.dump(tree, annotate_fields=False))
+            toks = _tokens_of(tree)
+        except (ValueError, RecursionError):
+            tree = None
+    if tree is None or toks is None:
+        text = _fallback_text(code)
+        key, toks = _hash_text(text), _WORD.findall(text)
     if len(toks) < size:
         toks = toks + ["<pad>"] * (size - len(toks))
-    out = set()
+    sh = set()
     for i in range(len(toks) - size + 1):
         h = hashlib.blake2b("\x1f".join(toks[i : i + size]).encode(), digest_size=4).digest()
-        out.add(int.from_bytes(h, "little"))
-    return out
+        sh.add(int.from_bytes(h, "little"))
+    return key, frozenset(sh)
 
 
-def jaccard(a: set[int], b: set[int]) -> float:
+def code_hash(code: str) -> str:
+    """Hash of the normalised code (exact-duplicate key), 16 hex digits."""
+    return fingerprint(code)[0]
+
+
+def tokens(code: str) -> list[str]:
+    """Token stream for shingling: defined names as `_`, strings split into words."""
+    tree = _parse(code)
+    if tree is None:
+        return _WORD.findall(_fallback_text(code))
+    _rename(tree, _defined_names(tree), numbered=True)
+    return _tokens_of(tree)
+
+
+def shingles(code: str, size: int = SHINGLE) -> frozenset[int]:
+    """Set of 32-bit hashes of every run of `size` consecutive tokens."""
+    return fingerprint(code, size)[1]
+
+
+def jaccard(a: Set[int], b: Set[int]) -> float:
     if not a and not b:
         return 1.0
     inter = len(a & b)
@@ -195,7 +226,7 @@ _A = _rng.integers(1, _PRIME, NUM_PERM, dtype=np.uint64)
 _B = _rng.integers(0, _PRIME, NUM_PERM, dtype=np.uint64)
 
 
-def minhash(sh: set[int]) -> np.ndarray:
+def minhash(sh: Set[int]) -> np.ndarray:
     x = np.fromiter(sh, dtype=np.uint64, count=len(sh))
     if x.size == 0:
         return np.zeros(NUM_PERM, dtype=np.uint64)
@@ -221,7 +252,7 @@ class DedupIndex:
     threshold: float = THRESHOLD
     shingle: int = SHINGLE
     exact: dict[str, str] = field(default_factory=dict)
-    sets: dict[str, set[int]] = field(default_factory=dict)
+    sets: dict[str, frozenset[int]] = field(default_factory=dict)
     buckets: list[dict[bytes, list[str]]] = field(default_factory=lambda: [{} for _ in range(BANDS)])
 
     def __len__(self) -> int:
@@ -232,13 +263,12 @@ class DedupIndex:
         return [sig[i * rows : (i + 1) * rows].tobytes() for i in range(BANDS)]
 
     def find(self, code: str, exclude: set[str] | frozenset[str] = frozenset()) -> Match | None:
-        h = code_hash(code)
+        h, sh = fingerprint(code, self.shingle)
         key = self.exact.get(h)
         if key is not None and key not in exclude:
             return Match(key, "exact", 1.0)
         if self.threshold > 1.0:
             return None
-        sh = shingles(code, self.shingle)
         seen: set[str] = set()
         for band, bucket in zip(self._bands(minhash(sh)), self.buckets, strict=True):
             seen.update(bucket.get(band, ()))
@@ -250,8 +280,8 @@ class DedupIndex:
         return best
 
     def add(self, key: str, code: str) -> None:
-        self.exact.setdefault(code_hash(code), key)
-        sh = shingles(code, self.shingle)
+        h, sh = fingerprint(code, self.shingle)
+        self.exact.setdefault(h, key)
         self.sets[key] = sh
         for band, bucket in zip(self._bands(minhash(sh)), self.buckets, strict=True):
             bucket.setdefault(band, []).append(key)

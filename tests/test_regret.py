@@ -258,8 +258,8 @@ def test_spade_memory_commands(tmp_path):
     listing = run_cli("memory", "list", mem_path).stdout.decode()
     assert "- name-g: summary of g" in listing and len(listing.splitlines()) == 5
     rep = parse(run_cli("memory", "replay", mem_path, "-n", "3", "--round", "2", "--seed", "7").stdout)
-    again = parse(run_cli("memory", "replay", mem_path, "-n", "3", "--round", "2", "--seed", "7").stdout)
-    assert rep == again and len(rep) == 3 and all(c["origin"] == "replay" for c in rep)
+    assert rep == memory.replay_candidates(memory.load_memory(str(mem_path)), 3, 2, seed=7)
+    assert len(rep) == 3 and all(c["origin"] == "replay" for c in rep)
     ex = parse(run_cli("memory", "exemplars", mem_path, "-k", "2").stdout)
     assert ex[0]["name"] == "name-g" and len(ex) == 2
     assert run_cli("memory", "count", tmp_path / "none.jsonl").returncode == 3
