@@ -127,9 +127,12 @@ def is_valid(cand: dict) -> bool:
 
 def invalid_score(cand: dict, cfg: ScoreConfig) -> dict:
     reason = (cand.get("validation") or {}).get("reason") or "unvalidated"
+    penalty = cfg.invalid_penalty
+    if reason == "duplicate" and cfg.duplicate_penalty is not None:
+        penalty = cfg.duplicate_penalty  # spade-validate already caught the copy
     return {
         "valid": False, "reason": reason, "estimator": cfg.estimator, "regret": None,
-        "reward": cfg.invalid_penalty, "estimates": {}, "nohint": None, "hint": None, "accepted": False,
+        "reward": penalty, "estimates": {}, "nohint": None, "hint": None, "accepted": False,
     }
 
 

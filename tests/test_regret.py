@@ -114,6 +114,11 @@ def test_invalid_designs_get_the_penalty():
         assert sc["reward"] == -0.7 and sc["valid"] is False and sc["reason"] == reason
         assert sc["regret"] is None and sc["accepted"] is False
     assert s.accepted == []
+    # a duplicate already rejected by spade-validate gets the duplicate penalty when one is set
+    dup = cand("c3", None, valid=False, reason="duplicate")
+    assert s.score(dup)["score"]["reward"] == -0.7
+    s2 = regret.Scorer(regret.ScoreConfig(invalid_penalty=-0.7, duplicate_penalty=-0.2))
+    assert s2.score(dup)["score"]["reward"] == -0.2
 
 
 def test_duplicates_in_batch_and_memory():
