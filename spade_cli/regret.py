@@ -22,6 +22,7 @@ the memory exists to stop the designer from resubmitting what it already has.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -35,6 +36,8 @@ ESTIMATORS = ("mean-gap", "max-gap", "learnability")
 DEFAULT_ESTIMATOR = "mean-gap"
 DEFAULT_CLIP = (0.0, 1.0)
 DEFAULT_INVALID_PENALTY = -1.0
+
+log = logging.getLogger("spade")
 
 
 # --------------------------------------------------------------------------- estimators
@@ -240,9 +243,15 @@ class Scorer:
 
 
 def merge_into_memory(old: list[dict], accepted: Iterable[dict],
-                      replayed: Iterable[tuple[str, dict, int]]) -> list[dict]:
+                      replayed: Iterable[tuple[str, dict, int]],
+                      seen_ids: set[str] | None = None, threshold: float | None = None) -> list[dict]:
     """The memory after a round: refreshed scores for replayed entries (PLR updates a
-    level's score each time it is played), then new entries not already present."""
+    level's score each time it is played), then new entries not already present.
+
+    `seen_ids` are the entries this run de-duplicated against. Entries that appeared
+    since (another shard finished first) are checked here too, when `threshold` is given:
+    a new entry that duplicates one of them is left out, so concurrent shards cannot
+    both add copies of one environment."""
     out = [dict(e) for e in old]
     pos = {e["id"]: i for i, e in enumerate(out)}
     for env_id, sc, round_ in replayed:
@@ -253,10 +262,19 @@ def merge_into_memory(old: list[dict], accepted: Iterable[dict],
         e["scores"] = memory.scores_of(sc)
         e["replays"] = int(e.get("replays") or 0) + 1
         e["last_round"] = max(int(e.get("last_round") or 0), round_)
+    late = None
+    if seen_ids is not None and threshold is not None:
+        newer = [e for e in old if e["id"] not in seen_ids]
+        late = memory.index_of(newer, threshold) if newer else None
     for e in accepted:
-        if e["id"] not in pos:
-            pos[e["id"]] = len(out)
-            out.append(e)
+        if e["id"] in pos:
+            continue
+        if late is not None and (m := late.find(e["code"])) is not None:
+            log.warning("%s (%s) not added: %s duplicate of %s, added meanwhile by another run",
+                        e["id"], e.get("name"), m.how, m.key)
+            continue
+        pos[e["id"]] = len(out)
+        out.append(e)
     return out
 
 

@@ -291,3 +291,16 @@ def test_library_candidates_refresh_memory_instead_of_duplicating():
     merged = regret.merge_into_memory(lib, s.accepted, s.replayed)
     assert [e["origin"] for e in merged] == ["library", "library"]
     assert merged[0]["scores"]["learnability"] == 0.25 and merged[0]["replays"] == 1
+
+
+def test_merge_drops_copies_added_meanwhile_by_another_shard():
+    # shard 1 and shard 2 both start from an empty memory; shard 1 merges first
+    s1, s2 = regret.Scorer(regret.ScoreConfig()), regret.Scorer(regret.ScoreConfig())
+    s1.score(cand("a", GUESS, NOHINT, HINT))
+    s2.score(cand("b", GUESS_RENAMED.replace("Correct!", "Right!"), NOHINT, HINT))
+    s2.score(cand("c", NIM, NOHINT, HINT))
+    after1 = regret.merge_into_memory([], s1.accepted, [], set(), 0.8)
+    after2 = regret.merge_into_memory(after1, s2.accepted, [], set(), 0.8)
+    assert [e["parents"] for e in after2] == [["a"], ["c"]]
+    # without the late check (no threshold) both copies would land
+    assert len(regret.merge_into_memory(after1, s2.accepted, [])) == 3

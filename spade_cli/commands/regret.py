@@ -120,7 +120,9 @@ def regret(
     # Memory is written after the scored output is safely in place: if we die in between,
     # a rerun recomputes the same scores and adds the same entries (ids are code hashes).
     if memory_path and not dry_run:
-        new = memory.update_memory(memory_path, lambda old: merge_into_memory(old, scorer.accepted, scorer.replayed))
+        seen = {e["id"] for e in entries}
+        new = memory.update_memory(memory_path, lambda old: merge_into_memory(
+            old, scorer.accepted, scorer.replayed, seen, dedup_threshold if dedup else None))
         log.info("memory %s: %d environments (%+d)", memory_path, len(new), len(new) - len(entries))
     summary = summarize(scorer.scored)
     if summary_json:
