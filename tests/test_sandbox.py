@@ -266,3 +266,15 @@ def test_unsafe_mode_warns_and_keeps_rlimits(capsys, monkeypatch, tmp_path):
     assert err.reason == "memory"
     err = reason_of(env_with("while True: pass"), SandboxConfig(unsafe=True, call_timeout=0.5))
     assert err.reason == "timeout"
+
+
+@needs_bwrap
+def test_printing_more_than_a_pipe_holds_does_not_deadlock():
+    """The parent drains stderr while it waits: 300 kB of prints (a pipe holds 64 kB)."""
+    code = env_with('for i in range(3000): print(f"line {i:04d}", "x" * 90)\n'
+                    'return "o", 0.0, False, False, {}')
+    with EnvSession(code, FAST) as env:
+        env.reset()
+        assert env.step("a")[0] == "o"
+        assert "line 2999" in env.stderr_tail
+        assert env.step("a")[0] == "o"  # the per-call output budget starts over

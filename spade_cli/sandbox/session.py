@@ -102,6 +102,7 @@ class EnvSession:
         self._tail = bytearray()
         self._printed = 0
         self._pidfd: int | None = None
+        self.sandbox_pid: int | None = None  # host pid of the sandbox's pid 1 (bwrap mode)
         self._episode_end: float | None = None
         t0 = time.monotonic()
         try:
@@ -248,6 +249,7 @@ class EnvSession:
                 try:
                     pid = json.loads(data)["child-pid"]
                     self._pidfd = os.pidfd_open(pid)
+                    self.sandbox_pid = pid
                     return
                 except (ValueError, KeyError):
                     continue
@@ -385,10 +387,14 @@ class EnvSession:
         proc = self.proc
         if proc is None:
             return
-        if self._pidfd is not None:
+        if self._pidfd is not None and proc.poll() is None:
             try:  # the sandbox's pid 1: its death takes the whole pid namespace with it
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-            except OSError:
+                # bwrap exits once its pid 1 is reaped, and pid 1 finishes dying only
+                # when every process of the namespace is gone: waiting here means
+                # nothing the environment started is still running when we return.
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
                 pass
         if proc.poll() is None:
             try:
