@@ -278,3 +278,15 @@ def test_printing_more_than_a_pipe_holds_does_not_deadlock():
         assert env.step("a")[0] == "o"
         assert "line 2999" in env.stderr_tail
         assert env.step("a")[0] == "o"  # the per-call output budget starts over
+
+
+@needs_bwrap
+def test_session_outlives_the_thread_that_created_it():
+    """--die-with-parent follows the forking *thread*; workers are forked by a keeper."""
+    box = []
+    t = threading.Thread(target=lambda: box.append(EnvSession(GUESS, FAST)))
+    t.start()
+    t.join()
+    with box[0] as env:
+        obs, info = env.reset(seed=1)
+        assert env.step(info["solution"][0])[1] == 1.0

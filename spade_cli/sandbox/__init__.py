@@ -62,8 +62,6 @@ What it does not cover
   nothing else: no namespaces (it can read your files, use the network, signal your
   processes), and as root no process limit. It prints a loud warning; use it only for
   code you trust or inside a disposable VM/container.
-- Threads: bwrap's --die-with-parent watches the thread that started the session; create
-  and use a session in one thread (run_pool's worker threads do).
 """
 
 from typing import Annotated

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import queue
 import select
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -62,6 +63,39 @@ _uids = _UidPool()
 _warned = False
 
 
+class _Keeper:
+    """Starts every worker from one long-lived thread. bwrap's --die-with-parent (the
+    kernel's parent-death signal) fires when the *thread* that forked it exits, so a
+    session started from a short-lived thread would die with that thread; started from
+    here, a session may be created in one thread and used from another."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.jobs: queue.SimpleQueue | None = None
+
+    def _run(self, jobs: queue.SimpleQueue) -> None:
+        while True:
+            fut, args, kwargs = jobs.get()
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(subprocess.Popen(*args, **kwargs))
+                except BaseException as e:  # noqa: BLE001 - handed to the caller
+                    fut.set_exception(e)
+
+    def popen(self, *args, **kwargs) -> subprocess.Popen:
+        with self.lock:
+            if self.jobs is None:
+                self.jobs = queue.SimpleQueue()
+                threading.Thread(target=self._run, args=(self.jobs,), daemon=True,
+                                 name="sandbox-keeper").start()
+        fut: Future = Future()
+        self.jobs.put((fut, args, kwargs))
+        return fut.result()
+
+
+_spawn_from_keeper = _Keeper().popen
+
+
 def warn_unsafe() -> None:
     """The loud warning printed once per process when designer code runs unconfined."""
     global _warned
@@ -83,8 +117,7 @@ class EnvSession:
     threads). Any failure raises EnvError; after a fatal one (timeout, memory, limit,
     crash, flood, protocol) the worker is gone and every later call raises the same
     error. Exceptions raised by the environment's own code (bad_reset, bad_step) leave
-    the worker alive. Create and use a session in the same thread: bwrap's
-    --die-with-parent fires when the thread that started it exits.
+    the worker alive. A session may be used from any thread, one call at a time.
     """
 
     def __init__(self, code: str, cfg: SandboxConfig | None = None):
@@ -215,7 +248,7 @@ class EnvSession:
             settings = {"uid": self.uid, "limits": cfg.limits()}
         argv.append(json.dumps(settings))
         try:
-            self.proc = subprocess.Popen(
+            self.proc = _spawn_from_keeper(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=env, cwd="/", close_fds=True, start_new_session=True,
                 pass_fds=(info_w,) if info_w is not None else ())
