@@ -6,6 +6,11 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 setup:
     if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap zstd jq; fi
     python3 -m pip install -q -e ".[dev]"
+    just demo-corpus
+
+# Build the demo corpus (the standard library's documentation as JSONL.zst), offline.
+demo-corpus OUT="data/demo-corpus.jsonl.zst":
+    mkdir -p "$(dirname {{OUT}})" && python3 -m spade_cli.corpus.demo {{OUT}}
 
 # Run the test suite (GPU tests skip without a GPU).
 test *ARGS:

@@ -6,7 +6,8 @@ environment, enriched stage by stage; each stage adds its own top-level field an
 through everything it does not handle, so invalid candidates flow on untouched.
 
 kind "doc" (spade-sample-docs)
-    text, chars, source {path, name, line?, row?, offset?}, excerpt {start, end, total_chars}?
+    text, chars, source {path, name, line?, row?, offset?, id?}, excerpt {start, end, total_chars}?,
+    sample {seed, key, pool, n}   (the sampling key in [0, 1); `--merge` combines shards by it)
 kind "candidate"
     origin      "design" | "replay" | "library"
     round       int
