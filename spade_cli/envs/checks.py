@@ -13,8 +13,9 @@ What runs, per seed (all seeds in one sandboxed worker, one env instance):
      the hint itself as the action; each must end within max_turns with a return in
      [0, 1]; an env that a baseline solves on at least half the seeds is `trivial`,
      one the hint-as-action policy solves is `hint_leak`.
-Then the first seed is replayed (reset + solution + random baseline) after all other
-episodes ran: a different observation, hint, solution or transition is
+Two resets with the same seed must agree, and at the end the first seed is replayed
+(reset + solution + random baseline) in a fresh instance of the re-executed module, after
+all other episodes ran: a different observation, hint, solution or transition is
 `nondeterministic` (this catches unseeded or global randomness, clocks and counters).
 """
 
@@ -377,7 +378,12 @@ def run_checks(session, seeds: list[int]) -> dict:
             solved[name] = solved.get(name, 0) + int(ep.solved)
             if k == 0 and name == "random":
                 first = [sol, ep]
-    # Replay the first seed last, after every other episode has moved any hidden state on.
+    # Replay the first seed last, after every other episode has moved any hidden state on,
+    # in a fresh instance of a freshly executed module: an episode must depend on its seed
+    # only, not on instance or module state left by earlier episodes.
+    renew = getattr(session, "renew", None)
+    if renew is not None:
+        call(session, "renew", reload=True)
     seed = seeds[0]
     again = run_episode(session, seed, first[0].solution, turns, "solution")
     check_same_episode(first[0], again)

@@ -1,25 +1,33 @@
-"""Flood-fill region counting with unbounded recursion: the interpreter's C stack overflows."""
+"""Bit-counting puzzle whose hand-rolled ctypes helper reads through a bad pointer: the
+interpreter dies with a segmentation fault (stands for any native-code crash)."""
 
+import ctypes
 import random
-import sys
 
 import gymnasium as gym
 
-sys.setrecursionlimit(10**9)
+
+class Table(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_long), ("counts", ctypes.c_char * 256)]
 
 
-def depth(n):
-    return 0 if n == 0 else 1 + depth(n - 1)
+# "Fast path": the table's address was meant to be filled in later, and never was;
+# 16 is an offset from a null base, so the read lands in unmapped memory.
+TABLE = ctypes.cast(ctypes.c_void_p(16), ctypes.POINTER(Table))
 
 
-class FloodFill(gym.Env):
-    metadata = {"name": "flood_fill", "max_turns": 1}
+def popcount_fast(n):
+    return TABLE.contents.counts[n % 256]
+
+
+class PopCount(gym.Env):
+    metadata = {"name": "popcount", "max_turns": 1}
 
     def reset(self, seed=None, options=None):
         rng = random.Random(seed)
-        self.n = rng.randint(10, 20)
-        depth(10**8)  # walks the whole (huge) grid recursively
-        return f"How many regions? {self.n}", {"hint": "Count them.", "solution": [str(self.n)]}
+        self.n = rng.randint(1000, 10**6)
+        popcount_fast(self.n)
+        return f"How many 1 bits does {self.n} have?", {"hint": "Write it in binary.", "solution": [str(bin(self.n).count("1"))]}
 
     def step(self, action):
-        return "Done.", float(action.strip() == str(self.n)), True, False, {}
+        return "Done.", float(action.strip() == str(bin(self.n).count("1"))), True, False, {}

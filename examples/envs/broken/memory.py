@@ -12,7 +12,7 @@ class GridDistances(gym.Env):
         rng = random.Random(seed)
         self.size = 3000
         # A full size^2 x size^2 table, built eagerly "for speed".
-        self.table = [[0] * (self.size * self.size) for _ in range(4)]
+        self.table = [[0] * (self.size * self.size) for _ in range(self.size)]
         self.a = (rng.randrange(self.size), rng.randrange(self.size))
         self.b = (rng.randrange(self.size), rng.randrange(self.size))
         d = abs(self.a[0] - self.b[0]) + abs(self.a[1] - self.b[1])
