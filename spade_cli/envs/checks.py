@@ -30,11 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-# Codes a sandbox failure maps to; the sandbox's own extra codes ("limit", "flood",
-# "protocol") become "crash" with the sandbox's code at the start of the detail.
-_SANDBOX_MAP = {"timeout": "timeout", "memory": "memory", "crash": "crash",
-                "syntax_error": "syntax_error", "import_crash": "import_crash",
-                "no_env_class": "no_env_class", "bad_reset": "bad_reset", "bad_step": "bad_step"}
+from ..records import REASONS
+
+# Sandbox failures keep the sandbox's own code (timeout, memory, limit, flood, protocol,
+# crash, import_crash, ...): all of them are records.REASONS codes.
+_SANDBOX_CODES = frozenset(REASONS) - {"ok"}
 
 RETURN_EPS = 1e-6
 SOLVED = 1.0 - 1e-6
@@ -53,9 +53,9 @@ def from_env_error(err: Exception) -> Rejected:
     """An EnvError of the sandbox as a verdict."""
     reason = getattr(err, "reason", "crash")
     detail = getattr(err, "detail", str(err))
-    if reason not in _SANDBOX_MAP:
+    if reason not in _SANDBOX_CODES:
         return Rejected("crash", f"{reason}: {detail}")
-    return Rejected(_SANDBOX_MAP[reason], detail)
+    return Rejected(reason, detail)
 
 
 # --------------------------------------------------------------------------- static checks
