@@ -323,3 +323,31 @@ def test_cli_help(cli):
     assert res.returncode == 0
     for flag in ("--seeds", "--workers", "--rejects", "--shard", "--unsafe-no-sandbox"):
         assert flag in res.stdout.decode()
+
+
+def test_cli_limit_and_shards_partition(cli, tmp_path):
+    src = _write(tmp_path / "c.jsonl", [design(f"d{i}", "no code") for i in range(8)])
+    res = cli("validate", src, "--limit", "3", "--unsafe-no-sandbox")
+    assert res.returncode == 0 and len(res.stdout.splitlines()) == 3
+    ids = []
+    for part in ("0/2", "1/2"):
+        res = cli("validate", src, "--shard", part, "--unsafe-no-sandbox")
+        assert res.returncode == 0
+        ids += [json.loads(line)["id"] for line in res.stdout.splitlines()]
+    assert sorted(ids) == sorted(f"d{i}" for i in range(8))
+
+
+def test_cli_missing_bwrap_is_exit_4_with_hint(cli, tmp_path):
+    src = _write(tmp_path / "c.jsonl", [design("d", "no code")])
+    res = cli("validate", src, env={"PATH": str(tmp_path)})  # no bwrap on this PATH
+    assert res.returncode == 4
+    err = res.stderr.decode()
+    assert "bwrap" in err and "--unsafe-no-sandbox" in err and len(err.splitlines()) == 1
+
+
+def test_cli_unsafe_mode_warns_loudly(cli, tmp_path):
+    src = _write(tmp_path / "c.jsonl", [LIB["caesar_cipher"]])
+    res = cli("validate", src, "--seeds", "1", "--unsafe-no-sandbox")
+    assert res.returncode == 0
+    assert "WARNING" in res.stderr.decode() and "WITHOUT bubblewrap" in res.stderr.decode()
+    assert json.loads(res.stdout)["validation"]["valid"]
