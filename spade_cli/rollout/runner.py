@@ -1,0 +1,261 @@
+"""The rollout stage: candidates in, candidates with `rollouts` out, in input order.
+
+All episodes in flight advance together. One loop iteration is one turn for every live
+episode: ONE batched `agent.act` (one engine.generate call) across all of them, then
+every episode's env step(s) concurrently on a thread pool, each episode in its own
+sandboxed worker. Finished episodes free their slot; the next pending episodes take it
+at the next turn (continuous batching at turn granularity), so a batch never waits for
+its slowest episode.
+
+Seeds. Episode i (0 <= i < k) of a candidate resets its environment with
+`seed_for(seed, "rollout", candidate id) + i` (mod 2^31): the no-hint and the hinted
+episode i play the same episode, so the hint comparison is paired. Model sampling draws
+a seed per (candidate, condition, episode, turn) from `--seed`.
+
+Determinism. Which episodes share a turn's batch depends only on the input and the
+episode outcomes, never on thread timing: admission takes pending episodes strictly in
+order and waits for their start. (Batched engines such as transformers' generate give a
+row a result that depends on its batch-mates, so this matters.) Sandboxed workers are
+started ahead of admission on background threads, overlapping generation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records import seed_for
+from .agents import Prompt
+from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
+
+
+@dataclass
+class RolloutStats:
+    """What a run did and where its time went (the CLI's summary, the benchmark's figures)."""
+
+    candidates: int = 0
+    envs: int = 0
+    episodes: int = 0
+    generate_calls: int = 0
+    model_tokens: int = 0
+    wall_seconds: float = 0.0
+    generate_seconds: float = 0.0
+    stops: Counter = field(default_factory=Counter)
+    returns: dict = field(default_factory=lambda: {"nohint": [], "hint": []})
+
+    def line(self) -> str:
+        def cond(c: str) -> str:
+            r = self.returns[c]
+            if not r:
+                return f"{c} -"
+            return f"{c} mean return {sum(r) / len(r):.3f}, solved {sum(x >= 1 - 1e-6 for x in r)}/{len(r)}"
+
+        outside = self.wall_seconds - self.generate_seconds
+        share = outside / self.wall_seconds if self.wall_seconds > 0 else 0.0
+        stops = ", ".join(f"{k} {v}" for k, v in sorted(self.stops.items())) or "-"
+        return (f"{self.candidates} candidates, {self.envs} environments, {self.episodes} episodes "
+                f"in {self.wall_seconds:.1f}s ({share:.0%} outside generation); "
+                f"{cond('nohint')}; {cond('hint')}; stops: {stops}")
+
+
+class Job:
+    """One candidate on its way through the stage."""
+
+    def __init__(self, record: dict, k: int, seed: int, max_turns: int | None, timeout: float):
+        self.record = record
+        self.id = str(record.get("id", ""))
+        env = record.get("env") if isinstance(record.get("env"), dict) else {}
+        self.env = env
+        self.code = env.get("code")
+        self.timeout = timeout
+        valid = (record.get("validation") or {}).get("valid") is True
+        self.active = valid and isinstance(self.code, str) and bool(self.code)
+        self.episodes: list[Episode] = []
+        self.left = 0
+        if not self.active:
+            return
+        self.turn_cap = max_turns
+        base = seed_for(seed, "rollout", self.id)
+        self.seeds = [(base + i) & 0x7FFFFFFF for i in range(k)]
+        for hinted in (False, True):
+            for i, s in enumerate(self.seeds):
+                self.episodes.append(Episode(self, hinted, i, s))
+        self.left = len(self.episodes)
+
+    def output(self, agent_info: dict, k: int) -> dict:
+        if not self.active:
+            return self.record
+        nohint = [e.record() for e in self.episodes if not e.hinted]
+        hint = [e.record() for e in self.episodes if e.hinted]
+        rec = dict(self.record)
+        rec["rollouts"] = {
+            "agent": agent_info,
+            "k": k,
+            "seeds": self.seeds,
+            "max_turns": max(e.max_turns for e in self.episodes),
+            "nohint": nohint,
+            "hint": hint,
+            "summary": {"nohint": summarise(nohint), "hint": summarise(hint)},
+        }
+        return rec
+
+
+def summarise(episodes: list[dict]) -> dict:
+    n = len(episodes)
+    if n == 0:
+        return {"n": 0, "mean_return": None, "success_rate": None, "mean_turns": None, "stops": {}}
+    return {
+        "n": n,
+        "mean_return": sum(e["return"] for e in episodes) / n,
+        "success_rate": sum(bool(e["success"]) for e in episodes) / n,
+        "mean_turns": sum(e["num_turns"] for e in episodes) / n,
+        "stops": dict(Counter(e["stop"] for e in episodes)),
+    }
+
+
+def run_rollouts(
+    candidates: Iterable[dict],
+    agent: Any,
+    k: int = 4,
+    seed: int = 0,
+    sandbox_cfg: Any = None,
+    *,
+    max_turns: int | None = None,
+    max_context: int | None = None,
+    episode_timeout: float = 300.0,
+    batch_size: int = 64,
+    workers: int = 8,
+    prompt: Prompt | None = None,
+    stats: RolloutStats | None = None,
+    on_episode: Any = None,
+) -> Iterator[dict]:
+    """Play k no-hint and k hinted episodes on every valid candidate (validation.valid
+    and env.code); yield every candidate, in input order, with `rollouts` added to the
+    ones played. `on_episode(episode_record)` is called as each episode ends (progress).
+
+    `max_context` caps prompt + completion tokens of an episode (default: the agent's
+    context window); `episode_timeout` is each episode's wall time from its reset;
+    `batch_size` is the number of episodes in flight; `workers` the threads that start
+    and step sandboxed environments."""
+    from dataclasses import replace
+
+    from ..sandbox import SandboxConfig
+
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    prompt = prompt or Prompt()
+    stats = stats if stats is not None else RolloutStats()
+    cfg = sandbox_cfg or SandboxConfig()
+    # The harness enforces the episode's wall time itself; the sandbox's own limit is a
+    # backstop a little later, so a slow step is told apart from an expired episode.
+    cfg = replace(cfg, episode_timeout=episode_timeout + cfg.call_timeout)
+    ctx_budget = min(int(max_context or agent.max_context), int(agent.max_context))
+    batch_size = max(1, int(batch_size))
+    workers = max(1, int(workers))
+    agent_info = agent.describe()
+    t_start = time.monotonic()
+
+    source = iter(candidates)
+    exhausted = False
+    jobs: deque[Job] = deque()        # in input order, not yet written
+    pending: deque[Episode] = deque()  # not yet admitted, in order
+    live: list[Episode] = []
+    spawning: dict[int, Any] = {}     # id(episode) -> future of its spawn
+
+    # Threads live until the pool shuts down, which matters: bwrap's --die-with-parent
+    # fires when the *thread* that started a worker exits.
+    spawn_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-spawn")
+    step_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-step")
+
+    def refill() -> None:
+        nonlocal exhausted
+        while not exhausted and len(pending) < 2 * batch_size:
+            try:
+                rec = next(source)
+            except StopIteration:
+                exhausted = True
+                return
+            job = Job(rec, k, seed, max_turns, episode_timeout)
+            stats.candidates += 1
+            if job.active:
+                stats.envs += 1
+            jobs.append(job)
+            pending.extend(job.episodes)
+
+    def prefetch() -> None:
+        # Start workers for the next episodes to be admitted while the model generates.
+        for ep in list(pending)[:batch_size]:
+            if id(ep) not in spawning:
+                spawning[id(ep)] = spawn_pool.submit(ep.spawn, cfg)
+
+    def retire(ep: Episode) -> None:
+        stats.episodes += 1
+        stats.stops[ep.stop] += 1
+        stats.returns[ep.condition].append(ep.ret)
+        ep.job.left -= 1
+        spawn_pool.submit(ep.close)
+        if on_episode is not None:
+            on_episode(ep)
+
+    def finish_ready() -> Iterator[dict]:
+        while jobs and jobs[0].left == 0:
+            yield jobs.popleft().output(agent_info, k)
+
+    try:
+        while True:
+            refill()
+            yield from finish_ready()
+            # Admit pending episodes in order up to the batch size, and start them.
+            admitted = []
+            while len(live) + len(admitted) < batch_size and pending:
+                ep = pending.popleft()
+                if id(ep) not in spawning:
+                    spawning[id(ep)] = spawn_pool.submit(ep.spawn, cfg)
+                admitted.append(ep)
+            prefetch()
+            if admitted:
+                wait([spawning.pop(id(ep)) for ep in admitted])
+                list(step_pool.map(lambda e: e.begin(agent.format, prompt, episode_timeout), admitted))
+                live.extend(admitted)
+            if not live:
+                if exhausted and not pending:
+                    break
+                continue
+            acting = [ep for ep in live if not ep.done and ep.check_time() and ep.check_room(ctx_budget)]
+            if acting:
+                t0 = time.monotonic()
+                gens = agent.act(acting, ctx_budget)
+                dt = time.monotonic() - t0
+                stats.generate_seconds += dt
+                stats.generate_calls += 1
+                stats.model_tokens += sum(len(g.completion_ids) for g in gens)
+                list(step_pool.map(
+                    lambda pair: pair[0].advance(pair[1], agent.format, agent.parse_tool_calls, ctx_budget),
+                    zip(acting, gens, strict=True)))
+            still = []
+            for ep in live:
+                if ep.done:
+                    retire(ep)
+                else:
+                    still.append(ep)
+            live = still
+        yield from finish_ready()
+    finally:
+        for ep in live:
+            ep.close()
+        for fut in spawning.values():
+            fut.cancel()
+        spawn_pool.shutdown(wait=True)
+        step_pool.shutdown(wait=True)
+        for ep in pending:
+            ep.close()
+        for job in jobs:
+            for ep in job.episodes:
+                ep.close()
+        stats.wall_seconds += time.monotonic() - t_start
+
+
