@@ -89,7 +89,7 @@ def rollout(
         "with 'timeout'.")] = 300.0,
     batch_size: Annotated[int, typer.Option(
         "--batch-size", min=1, help="Episodes in flight, generated for together each turn.")] = 64,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Threads starting and stepping sandboxed environments.")] = 8,
+    workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Threads starting and stepping sandboxed environments.")] = 8,
     prompt: Annotated[str | None, typer.Option(
         "--prompt", help="TOML file overriding keys of the agent prompt (spade_cli/prompts/agent.toml).")] = None,
     unsafe_no_sandbox: Annotated[bool, typer.Option(
