@@ -1,0 +1,1 @@
+"""Held-out evaluation suites (spade-eval)."""
