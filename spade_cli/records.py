@@ -9,7 +9,7 @@ kind "doc" (spade-sample-docs)
     text, chars, source {path, name, line?, row?, offset?, id?}, excerpt {start, end, total_chars}?,
     sample {seed, key, pool, n}   (the sampling key in [0, 1); `--merge` combines shards by it)
 kind "candidate"
-    origin      "design" | "replay" | "library"
+    origin      "design" | "replay" | "library" | "fixed" (a benchmark family as a fixed env)
     round       int
     group       id of the GRPO group (the G designs of one prompt)
     doc         {id, text, source} the grounding document, or null (--no-doc)
@@ -37,6 +37,12 @@ kind "env"  (environment memory, spade-regret --memory; parents = [candidate id]
     replays, last_round (the round it was last played: added or replayed)
 kind "checkpoint" (spade-train)
     path, base_model, role, metrics_path, steps, samples
+kind "eval" (spade-eval; one per held-out task)
+    suite, task (stable id within the suite), category, seed, meta {...},
+    agent {kind: "model"|"oracle", engine?, model?, sampling?},
+    samples [{sample, seed, return, success, num_turns, stop, detail?, completion_tokens,
+              seconds, turns: [{action, observation, reward}]}],   (stop: STOPS or "no_oracle")
+    stats {k, successes, pass@1, pass@k, mean_return}
 """
 
 from __future__ import annotations

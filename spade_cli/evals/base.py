@@ -16,7 +16,7 @@ Two small extensions of the contract, used only by the in-process suite adapters
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,9 +29,13 @@ INSTALL_HINT = "pip install --no-deps -r requirements-eval.txt (see README, spad
 
 
 def require(module: str, package: str, suite: str) -> None:
-    """Fail with exit code 4 and the install command when a suite's package is missing."""
-    if importlib.util.find_spec(module) is None:
-        raise ResourceError(f"suite {suite!r} needs the {package!r} package: {INSTALL_HINT}")
+    """Fail with exit code 4 and the install command when a suite's package is missing or
+    cannot be imported (a --no-deps install missing one of its light dependencies)."""
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        why = "" if getattr(e, "name", None) == module else f" ({e})"
+        raise ResourceError(f"suite {suite!r} needs the {package!r} package{why}: {INSTALL_HINT}") from None
 
 
 @dataclass

@@ -1,0 +1,94 @@
+"""The project's own pools: the example environment library and an environment memory file.
+
+Both hold contract environments as code, which is untrusted (memory environments were
+written by the designer), so every episode runs in the bubblewrap sandbox
+(`spade_cli.sandbox.EnvSession`, one worker per episode). `-n` episodes are spread
+round-robin over the pool's environments, each on its own seed derived from `--seed`; the
+oracle plays the episode's own `info["solution"]` (the contract's feasibility proof), so
+on a validated pool it scores 100%.
+"""
+
+from __future__ import annotations
+
+from ..errors import DataError, UsageError
+from ..records import seed_for
+from .base import Task
+
+
+class SandboxEnv:
+    """An EnvSession started on first use, with the contract's interface."""
+
+    threadsafe = True
+
+    def __init__(self, code: str, cfg):
+        from ..sandbox import EnvSession
+
+        self.session = EnvSession(code, cfg)
+        self.metadata = dict(self.session.metadata or {})
+
+    def reset(self, seed=None, options=None):
+        return self.session.reset(seed=seed, options=options)
+
+    def step(self, action: str):
+        return self.session.step(action)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def _solution(env, obs, info):
+    sol = (info or {}).get("solution")
+    return [str(a) for a in sol] if isinstance(sol, list) else None
+
+
+def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list[str] | None) -> list[Task]:
+    if subset:
+        names = {e["name"] for e in entries}
+        bad = [s for s in subset if s not in names]
+        if bad:
+            raise UsageError(f"unknown {suite} environment {', '.join(bad)} (have: {', '.join(sorted(names))})")
+        entries = [e for e in entries if e["name"] in subset]
+    if not entries:
+        raise DataError(f"the {suite} pool is empty")
+    out = []
+    count: dict[str, int] = {}
+    for i in range(n):
+        e = entries[i % len(entries)]
+        idx = count.get(e["name"], 0)
+        count[e["name"]] = idx + 1
+        ep_seed = seed_for(seed, suite, f"{e['name']}/{idx}")
+
+        def make_env(code=e["code"]):
+            return SandboxEnv(code, cfg)
+
+        out.append(Task(suite, f"{e['name']}/{idx}", e.get("family") or e["name"], make_env,
+                        seed=ep_seed, oracle=_solution,
+                        meta={"env": e["name"], "episode_seed": ep_seed}))
+    return out
+
+
+def sandbox_config(unsafe: bool = False):
+    from ..sandbox import SandboxConfig, check_sandbox
+
+    if not unsafe:
+        check_sandbox()
+    return SandboxConfig(unsafe=unsafe)
+
+
+def library_tasks(n: int, seed: int, subset: list[str] | None = None, unsafe: bool = False) -> list[Task]:
+    from ..envs.library import load_library
+
+    return _tasks("library", load_library(), n, seed, sandbox_config(unsafe), subset)
+
+
+def memory_tasks(path: str | None, n: int, seed: int, subset: list[str] | None = None,
+                 unsafe: bool = False) -> list[Task]:
+    from ..memory import load_memory
+
+    if not path:
+        raise UsageError("suite 'memory' needs --memory FILE (an environment memory written by spade-regret)")
+    entries = load_memory(path)
+    if not entries:
+        raise DataError(f"{path}: no environments in this memory file")
+    entries = [{**e, "family": "memory"} for e in entries]
+    return _tasks("memory", entries, n, seed, sandbox_config(unsafe), subset)
