@@ -6,6 +6,8 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 setup:
     if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap zstd jq; fi
     python3 -m pip install -q -e ".[dev]"
+    # Held-out eval suites, without their dependency trees (README, spade-eval).
+    python3 -m pip install -q --no-deps -r requirements-eval.txt
     just demo-corpus
 
 # Build the demo corpus (the standard library's documentation as JSONL.zst), offline.

@@ -3,6 +3,7 @@ bad suite names and missing packages fail clearly."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import shutil
@@ -22,10 +23,23 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-INSTALL = "install them with: pip install --no-deps -r requirements-eval.txt"
-needs_bfcl = pytest.mark.skipif(not (_has("bfcl_eval") and _has("mpmath")), reason=f"bfcl-eval not installed; {INSTALL}")
-needs_rg = pytest.mark.skipif(not _has("reasoning_gym"), reason=f"reasoning-gym not installed; {INSTALL}")
-needs_ta = pytest.mark.skipif(not _has("textarena"), reason=f"textarena not installed; {INSTALL}")
+INSTALL = "install the eval suites with: pip install --no-deps -r requirements-eval.txt"
+
+
+def _importable(*modules: str) -> bool:
+    """Installed AND importable (a --no-deps install can miss a dependency)."""
+    try:
+        for m in modules:
+            importlib.import_module(m)
+        return True
+    except ImportError:
+        return False
+
+
+needs_bfcl = pytest.mark.skipif(not _importable("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker", "mpmath"),
+                                reason=f"bfcl-eval is not importable; {INSTALL}")
+needs_rg = pytest.mark.skipif(not _importable("reasoning_gym"), reason=f"reasoning-gym is not importable; {INSTALL}")
+needs_ta = pytest.mark.skipif(not _importable("textarena"), reason=f"textarena is not importable; {INSTALL}")
 
 
 def _sandbox_ok() -> bool:
@@ -44,7 +58,7 @@ needs_sandbox = pytest.mark.skipif(not _sandbox_ok(), reason="needs the bubblewr
 
 
 def _all_pass(tasks, results):
-    failed = [(t.task_id, r[0]["stop"], r[0].get("detail")) for t, r in zip(tasks, results) if not r[0]["success"]]
+    failed = [(t.task_id, r[0]["stop"], r[0].get("detail")) for t, r in zip(tasks, results, strict=True) if not r[0]["success"]]
     assert not failed, failed
 
 
@@ -230,14 +244,25 @@ def test_textarena_oracle_scores_100_and_bad_moves_fail():
 
 
 @needs_ta
-def test_textarena_episodes_interleaved_stay_reproducible():
+def test_textarena_games_keep_their_randomness_to_themselves():
+    """textarena seeds the global `random`; each env swaps its own state in and out."""
+    import random
+
     tasks = build_tasks(["textarena:Mastermind-v0"], 3, seed=5)
-    alone = [t.make_env().reset(seed=t.seed)[0] for t in tasks]
+    alone = []
+    for t in tasks:
+        e = t.make_env()
+        e.reset(seed=t.seed)
+        alone.append(tuple(e.game.state.game_state["secret_code"]))
+    random.seed(123)
+    before = random.getstate()
     envs = [t.make_env() for t in tasks]
-    together = [e.reset(seed=t.seed)[0] for e, t in zip(envs, tasks)]
-    assert alone == together and len(set(alone)) >= 1
-    codes = [tuple(e.game.state.game_state["secret_code"]) for e in envs]
-    assert len(set(codes)) > 1
+    for e, t in zip(envs, tasks, strict=True):
+        e.reset(seed=t.seed)
+        e.step("[1 2 3 4]")
+    assert random.getstate() == before
+    assert [tuple(e.game.state.game_state["secret_code"]) for e in envs] == alone
+    assert len(set(alone)) > 1
 
 
 @needs_sandbox

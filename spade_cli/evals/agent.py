@@ -27,8 +27,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..records import make_id, new_record, seed_for
-from .base import Task, clip01, task_stats
+from ..records import seed_for
+from .base import Task, clip01
 
 OBS_CHARS = 2000  # observations kept in records are cut to this many characters
 

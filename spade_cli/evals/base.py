@@ -146,5 +146,5 @@ def format_table(summary: dict, model: str = "", categories: bool = True) -> str
     if model:
         lines.append(f"model: {model}")
     for r in rows:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))))
     return "\n".join(lines)

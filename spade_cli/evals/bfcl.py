@@ -240,7 +240,9 @@ class BFCLEnv:
         return text, info
 
     def _execute(self, call: dict) -> str:
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import (
+            execute_multi_turn_func_call,
+        )
 
         name, args = call.get("name"), call.get("arguments", {})
         if isinstance(args, str):
