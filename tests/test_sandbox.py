@@ -290,3 +290,18 @@ def test_session_outlives_the_thread_that_created_it():
     with box[0] as env:
         obs, info = env.reset(seed=1)
         assert env.step(info["solution"][0])[1] == 1.0
+
+
+def test_env_error_pickles_and_require_sandbox(monkeypatch, tmp_path, capsys):
+    import pickle
+
+    from spade_cli.sandbox import require_sandbox, session
+
+    e = pickle.loads(pickle.dumps(EnvError("timeout", "step()", fatal=False)))
+    assert (e.reason, e.detail, e.fatal, str(e)) == ("timeout", "step()", False, "timeout: step()")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ResourceError):
+        require_sandbox(unsafe=False)
+    monkeypatch.setattr(session, "_warned", False)
+    require_sandbox(unsafe=True)
+    assert "WARNING" in capsys.readouterr().err

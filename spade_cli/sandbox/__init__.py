@@ -6,10 +6,16 @@
         obs, info = env.reset(seed=0)
         obs, reward, terminated, truncated, info = env.step("action")
         env.renew(reload=False)            # a fresh instance in the same worker
+    require_sandbox(unsafe)                # at command start: bwrap or exit 4 / loud warning
+    run_pool(fn, items, max_workers)       # fn over items on threads, results in order
+
+`UnsafeNoSandbox` is the shared `--unsafe-no-sandbox` typer option; pass its value as
+`SandboxConfig(unsafe=...)`.
 
 One EnvSession is one persistent worker process (`worker.py`) inside `bwrap`, holding one
 environment instance, speaking JSON lines over its stdin/stdout: ~60 µs per reset/step
-round trip, ~0.4 s to start (Python + numpy + gymnasium). Failures raise
+round trip, ~0.5 s to start (Python + numpy + gymnasium), ~24 MiB (PSS) per worker
+(`bench/bench_sandbox.py`). Failures raise
 `EnvError(reason, detail)`; `reason` is one of `REASONS`. Exceptions raised by the
 environment's own code (bad_reset, bad_step) leave the worker usable; everything else
 (timeout, memory, limit, crash, flood, protocol) kills the worker and every process it
@@ -53,8 +59,8 @@ What it does not cover
   time limits fire, and tmpfs pages (/tmp, /dev/shm) are host memory outside RLIMIT_AS
   (bounded by their sizes: 128 workers x (tmp_mb + shm_mb) at worst).
 - The environment can read what the jail shows: the stdlib, the allowed packages, the
-  shared libraries, its own code and the kernel's /proc and /sys views of the machine
-  (CPU, memory size, kernel version) - no user data, but not nothing.
+  shared libraries, its own code and the kernel's /proc view of the machine (CPU, memory
+  size, kernel version, load) - no user data, but not nothing. /sys is not mounted.
 - Results are only as honest as the environment: the sandbox stops it harming the host,
   not lying about rewards (that is spade-validate's job).
 - Unsafe mode (`SandboxConfig(unsafe=True)`, the `--unsafe-no-sandbox` flag) runs the
@@ -68,7 +74,7 @@ from typing import Annotated
 
 import typer
 
-from .config import INSTALL_HINT, REASONS, EnvError, SandboxConfig, check_sandbox
+from .config import INSTALL_HINT, REASONS, EnvError, SandboxConfig, check_sandbox, require_sandbox
 from .session import EnvSession, imap_pool, run_pool, warn_unsafe
 
 UnsafeNoSandbox = Annotated[bool, typer.Option(
@@ -77,4 +83,4 @@ UnsafeNoSandbox = Annotated[bool, typer.Option(
          "only for trusted code or inside a disposable VM/container.")]
 
 __all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "SandboxConfig", "UnsafeNoSandbox",
-           "check_sandbox", "imap_pool", "run_pool", "warn_unsafe"]
+           "check_sandbox", "imap_pool", "require_sandbox", "run_pool", "warn_unsafe"]

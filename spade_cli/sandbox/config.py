@@ -45,6 +45,9 @@ class EnvError(Exception):
         self.reason, self.detail, self.fatal = reason, detail, fatal
         super().__init__(f"{reason}: {detail}" if detail else reason)
 
+    def __reduce__(self):  # picklable across processes despite the custom signature
+        return (EnvError, (self.reason, self.detail, self.fatal))
+
 
 @dataclass
 class SandboxConfig:
@@ -61,7 +64,8 @@ class SandboxConfig:
     cpu_seconds: int = 60
     """CPU time of the worker over its whole life (RLIMIT_CPU)."""
     memory_mb: int = 512
-    """Address space of the worker (RLIMIT_AS), including Python, numpy and gymnasium."""
+    """Address space of the worker (RLIMIT_AS). Python + numpy + gymnasium already take
+    ~115 MiB of it, so the environment itself gets about memory_mb - 115."""
     nproc: int = 32
     """Processes plus threads of the worker's uid (RLIMIT_NPROC; enforced in bwrap mode only)."""
     file_mb: int = 8
@@ -85,6 +89,17 @@ class SandboxConfig:
         d = asdict(self)
         return {k: d[k] for k in ("cpu_seconds", "memory_mb", "nproc", "file_mb", "open_files",
                                   "reply_bytes")}
+
+
+def require_sandbox(unsafe: bool) -> None:
+    """Call at the start of a command that runs designer code: fails fast (exit code 4,
+    with the install hint) when bwrap is missing, or warns loudly when unsafe."""
+    if unsafe:
+        from .session import warn_unsafe
+
+        warn_unsafe()
+    else:
+        check_sandbox()
 
 
 def bwrap_path() -> str | None:

@@ -6,12 +6,14 @@ import itertools
 import json
 import os
 import queue
+import resource
 import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -61,6 +63,7 @@ class _UidPool:
 
 _uids = _UidPool()
 _warned = False
+_fd_limit_raised = False
 
 
 class _Keeper:
@@ -94,6 +97,25 @@ class _Keeper:
 
 
 _spawn_from_keeper = _Keeper().popen
+
+
+def _wait_fd(fd: int, event: int, timeout: float) -> bool:
+    """poll, not select: with 100+ sessions our descriptors pass select's 1024 limit."""
+    p = select.poll()
+    p.register(fd, event)
+    return bool(p.poll(max(0.0, timeout) * 1000))
+
+
+def _raise_fd_limit() -> None:
+    """Each session holds 4 descriptors here; 128 of them pass the usual soft limit of
+    1024 once the rest of the program has its share. Raise it to the hard limit."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else 1 << 16
+        if soft != resource.RLIM_INFINITY and soft < min(want, 1 << 16):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 1 << 16), hard))
+    except (ValueError, OSError):
+        pass
 
 
 def warn_unsafe() -> None:
@@ -227,6 +249,10 @@ class EnvSession:
     # -- internals --------------------------------------------------------------
 
     def _spawn(self) -> None:
+        global _fd_limit_raised
+        if not _fd_limit_raised:
+            _fd_limit_raised = True
+            _raise_fd_limit()
         cfg = self.cfg
         info_r = info_w = None
         if cfg.unsafe:
@@ -272,8 +298,7 @@ class EnvSession:
         deadline = time.monotonic() + self.cfg.start_timeout
         try:
             while time.monotonic() < deadline:
-                r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-                if not r:
+                if not _wait_fd(fd, select.POLLIN, deadline - time.monotonic()):
                     break
                 chunk = os.read(fd, 4096)
                 if not chunk:
@@ -332,7 +357,7 @@ class EnvSession:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._fail("timeout", f"{what}: the worker stopped reading its input")
-            select.select([], [fd], [], left)
+            _wait_fd(fd, select.POLLOUT, left)
 
     def _recv(self, rid: int, deadline: float, what: str):
         out_fd, err_fd = self.proc.stdout.fileno(), self.proc.stderr.fileno()
@@ -445,12 +470,11 @@ def imap_pool(fn: Callable, items: Iterable, max_workers: int) -> Iterator:
     at most 2*max_workers items are in flight (items may be an endless stream)."""
     max_workers = max(1, int(max_workers))
     with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sandbox") as pool:
-        pending = []
-        it = iter(items)
-        for item in it:
+        pending: deque = deque()
+        for item in items:
             pending.append(pool.submit(fn, item))
             if len(pending) >= 2 * max_workers:
-                yield pending.pop(0).result()
+                yield pending.popleft().result()
         for fut in pending:
             yield fut.result()
 
