@@ -208,7 +208,7 @@ class EnvSession:
         return self._tail.decode(errors="replace")
 
     def close(self) -> None:
-        """Stop the worker and everything it started; waits until they are gone."""
+        """Stop the worker and everything it started (all killed when this returns)."""
         proc = self.proc
         if proc is None:
             return
@@ -449,8 +449,9 @@ class EnvSession:
             try:  # the sandbox's pid 1: its death takes the whole pid namespace with it
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
                 # bwrap exits once its pid 1 is reaped, and pid 1 finishes dying only
-                # when every process of the namespace is gone: waiting here means
-                # nothing the environment started is still running when we return.
+                # after SIGKILL went to every process of the namespace: when we return,
+                # nothing the environment started runs any more (the kernel may take a
+                # few more milliseconds to reap them).
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
