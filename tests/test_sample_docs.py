@@ -25,6 +25,7 @@ from spade_cli.corpus import (
     merge,
     quotas,
     sample,
+    sampler,
 )
 from spade_cli.corpus.keys import file_seed, key_for, keys_for
 from spade_cli.recordio import iter_lines
@@ -110,11 +111,17 @@ def test_sample_is_exactly_the_smallest_keys(corpus, monkeypatch, chunk):
     # Tiny chunks put line boundaries everywhere, including lines spanning chunks.
     if chunk:
         monkeypatch.setattr(recordio, "CHUNK", chunk)
+        monkeypatch.setattr(sampler, "CHUNK", chunk)
         plain = [write_jsonl(p.with_suffix(".plain.jsonl"), list(recordio.RecordReader([str(p)]))) for p in corpus]
     else:
         plain = corpus
     for n in (1, 25, 2000):
-        assert summary(run(plain, n, excerpt_chars=0)) == naive(plain, n)
+        docs = run(plain, n, excerpt_chars=0)
+        assert summary(docs) == naive(plain, n)
+    for d in docs:
+        data = b"".join(recordio.iter_chunks(d["source"]["path"]))
+        line = data[d["source"]["offset"]:].split(b"\n", 1)[0]
+        assert orjson.loads(line)["text"] == d["text"]
 
 
 def test_offsets_find_the_document_again(corpus):

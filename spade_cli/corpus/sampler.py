@@ -29,11 +29,9 @@ import hashlib
 import heapq
 import multiprocessing
 import os
-from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, fields
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -47,26 +45,23 @@ from .keys import KEY_LIMIT, file_seed, key_for, key_to_float, keys_for
 from .sources import Source
 
 TEXT_BATCH = 512  # plain-text documents handed to a worker at a time
-BLOCK = 1 << 16  # newlines are counted per block of this many bytes
+CHUNK = 1 << 20  # bytes of decompressed text scanned at a time
 
 
-class _NewlineFinder:
-    """Positions of the k-th newline of a chunk, from per-block counts; each block is
-    searched (once, with numpy) only when a wanted line ends in it."""
-
-    def __init__(self, chunk: bytes, counts: list[int]):
-        self.chunk = chunk
-        self.cum = list(accumulate(counts))
-        self.blocks: dict[int, list[int]] = {}
-
-    def nth(self, k: int) -> int:
-        b = bisect_right(self.cum, k)
-        pos = self.blocks.get(b)
-        if pos is None:
-            start = b * BLOCK
-            view = np.frombuffer(self.chunk, dtype=np.uint8, count=min(BLOCK, len(self.chunk) - start), offset=start)
-            pos = self.blocks[b] = (np.flatnonzero(view == 10) + start).tolist()
-        return pos[k - self.cum[b - 1]] if b else pos[k]
+def _coalesce(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Join small reads (a pipe gives 64 KiB at a time) into chunks of about CHUNK bytes,
+    so the fixed cost per chunk is paid a few hundred times per GB, not thousands."""
+    size = CHUNK
+    parts: list[bytes] = []
+    have = 0
+    for chunk in chunks:
+        parts.append(chunk)
+        have += len(chunk)
+        if have >= size:
+            yield parts[0] if len(parts) == 1 else b"".join(parts)
+            parts, have = [], 0
+    if parts:
+        yield b"".join(parts)
 
 
 @dataclass(frozen=True)
@@ -239,41 +234,39 @@ class Scanner:
     # -- formats
 
     def _scan_jsonl(self, src: Source) -> None:
-        # The hot loop of a big corpus: per chunk one C pass counts newlines (in blocks,
-        # so a line can be found again later without a second pass), keys are computed
-        # in bulk, and only lines whose key is below the threshold are ever sliced out.
+        # The hot loop of a big corpus: per chunk one vectorised pass finds the newlines,
+        # keys are computed in bulk, and only lines whose key is below the threshold are
+        # ever sliced out and parsed.
         fseed = file_seed(self.opts.seed, src.path)
         base_line = 0  # lines finished before this chunk
         chunk_off = 0  # stream offset of this chunk's first byte
         head: list[bytes] = []  # the unfinished line carried over from earlier chunks
-        for chunk in iter_chunks(src.path):
+        for chunk in _coalesce(iter_chunks(src.path)):
             size = len(chunk)
-            counts = [chunk.count(b"\n", i, i + BLOCK) for i in range(0, size, BLOCK)]
-            nl = sum(counts)
+            ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+            nl = len(ends)
             if nl == 0:
                 head.append(chunk)
                 chunk_off += size
                 continue
             keys = keys_for(fseed, base_line + 1, nl)
             cand = np.flatnonzero(keys < self.threshold())
-            if cand.size:
-                finder = _NewlineFinder(chunk, counts)
-                # Smallest keys first: the threshold only falls, so the rest can be cut short.
-                for c in cand[np.argsort(keys[cand], kind="stable")].tolist():
-                    key = int(keys[c])
-                    if key >= self.threshold():
-                        break
-                    end = finder.nth(c)
-                    if c:
-                        start = finder.nth(c - 1) + 1
-                        line, offset = chunk[start:end], chunk_off + start
-                    else:
-                        line = b"".join(head) + chunk[:end]
-                        offset = chunk_off - sum(map(len, head))
-                    self._consider_json(key, line, src, base_line + c + 1, offset)
+            # Smallest keys first: the threshold only falls, so the rest can be cut short.
+            for c in cand[np.argsort(keys[cand], kind="stable")].tolist():
+                key = int(keys[c])
+                if key >= self.threshold():
+                    break
+                end = int(ends[c])
+                if c:
+                    start = int(ends[c - 1]) + 1
+                    line, offset = chunk[start:end], chunk_off + start
+                else:
+                    line = b"".join(head) + chunk[:end]
+                    offset = chunk_off - sum(map(len, head))
+                self._consider_json(key, line, src, base_line + c + 1, offset)
             self.stats.docs += nl
             base_line += nl
-            tail = chunk.rfind(b"\n") + 1
+            tail = int(ends[-1]) + 1
             head = [chunk[tail:]] if tail < size else []
             chunk_off += size
         if any(head):
