@@ -12,9 +12,13 @@ kind "candidate"
     origin      "design" | "replay" | "library" | "fixed" (a benchmark family as a fixed env)
     round       int
     group       id of the GRPO group (the G designs of one prompt)
-    doc         {id, text, source} the grounding document, or null (--no-doc)
-    design      {messages, text, prompt_ids, completion_ids, logprobs?, engine, model,
-                 sampling, index}                                  (spade-design)
+    doc         {id, text, source, chars} the grounding document as shown to the designer
+                (text: the excerpt in the prompt; chars: the full document's length),
+                or null (--no-doc)
+    design      {messages, text, prompt_ids, completion_ids, logprobs?, finish_reason,
+                 engine, model, sampling, index, exemplars}       (spade-design)
+                sampling {temperature, top_p, max_tokens, seed, stop}; exemplars: names
+                of the memory environments shown in the prompt
     env         {code, name, summary, max_turns, tools?}          (spade-validate, on success;
                  replayed candidates carry it from memory)
     validation  {valid, reason, detail, seconds, seeds}            (spade-validate)

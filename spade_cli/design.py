@@ -1,0 +1,277 @@
+"""The spade-design stage: designer prompts and candidate records.
+
+A prompt template is one text file with a `=== system ===` and a `=== user ===` part
+(the default is `prompts/design.md`; `--prompt FILE` replaces it). Placeholders:
+
+    {{contract}}   the environment contract (prompts/contract.md)
+    {{document}}   the grounding document, excerpted to the budget
+    {{source}}     where the document came from (file name / source name)
+    {{exemplars}}  full code of a few environments chosen from memory
+    {{listing}}    one line per environment that already exists
+    {{round}}      the round number
+
+`{{#name}}...{{/name}}` keeps its body only when `name` is non-empty, and
+`{{^name}}...{{/name}}` only when it is empty (so `--no-doc` and `--no-memory` drop whole
+paragraphs). Values are inserted once and never re-scanned, so code and documents may
+contain braces freely.
+
+Budget: the document is first cut to `doc_tokens` tokens (at a line or sentence end
+when one is near). If the whole prompt (chat template applied) still exceeds
+`max_prompt_tokens`, exemplars are dropped (last chosen first), then the listing is
+halved down to a few lines, then the document is shortened (to no less than 16
+tokens); a prompt that cannot fit even so is a usage error. Exemplars are never truncated: half a module would teach
+broken code.
+
+Records: each doc yields one GRPO group of `num_designs` candidates sharing one prompt.
+Ids are stable: group = hash(doc id, round, seed); candidate = hash(group, index); the
+sampling seed of design i is `seed_for(seed, "design", f"{group}:{i}")`, so reruns and
+shards reproduce the same designs on engines that honour seeds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .engines import Engine, Sampling
+from .errors import UsageError
+from .records import make_id, new_record, seed_for
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+PLACEHOLDERS = ("contract", "document", "source", "exemplars", "listing", "round")
+_SECTION = re.compile(r"\{\{([#^])(\w+)\}\}\n?(.*?)\{\{/\2\}\}\n?", re.DOTALL)
+_FIELD = re.compile(r"\{\{(\w+)\}\}")
+_MARK = re.compile(r"^=== (system|user) ===[ \t]*$", re.MULTILINE)
+
+
+@dataclass
+class Template:
+    system: str
+    user: str
+    path: str
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Template:
+        p = Path(path) if path else PROMPTS_DIR / "design.md"
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"--prompt {p}: {e.strerror or e}") from None
+        parts = _MARK.split(text)
+        # split gives [before, name, body, name, body, ...]
+        named = {parts[i]: parts[i + 1].strip("\n") for i in range(1, len(parts) - 1, 2)}
+        if "user" not in named:
+            raise UsageError(f"--prompt {p}: needs a line '=== user ===' (and optionally '=== system ===')")
+        for name in _FIELD.findall(text) + [m[1] for m in _SECTION.findall(text)]:
+            if name not in PLACEHOLDERS:
+                raise UsageError(f"--prompt {p}: unknown placeholder {{{{{name}}}}} "
+                                 f"(known: {', '.join(PLACEHOLDERS)})")
+        return cls(named.get("system", ""), named["user"], str(p))
+
+
+def render(text: str, values: dict[str, str]) -> str:
+    def section(m: re.Match) -> str:
+        present = bool(values.get(m[2]))
+        return m[3] if present == (m[1] == "#") else ""
+
+    text = _SECTION.sub(section, text)
+    return _FIELD.sub(lambda m: str(values.get(m[1], "")), text)
+
+
+def load_contract() -> str:
+    return (PROMPTS_DIR / "contract.md").read_text(encoding="utf-8").strip()
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def excerpt(text: str, max_tokens: int, tokenizer) -> str:
+    """The start of `text` within `max_tokens` tokens, ending at a line or sentence end
+    when one lies in the last fifth; a cut document ends with a `[…]` line."""
+    if max_tokens <= 0:
+        return ""
+    # Cheap pre-cut so a 10 MB document is never tokenised whole (a token is rarely
+    # more than 16 characters).
+    head = text[: max_tokens * 16 + 1]
+    ids = tokenizer.encode(head, add_special_tokens=False)
+    if len(ids) <= max_tokens and len(head) == len(text):
+        return text
+    cut = tokenizer.decode(ids[:max_tokens])
+    # A cut through a multi-byte character decodes to U+FFFD: drop it.
+    cut = cut.rstrip("\ufffd")
+    floor = int(len(cut) * 0.8)
+    for sep in ("\n", ". ", "? ", "! "):
+        i = cut.rfind(sep)
+        if i >= floor:
+            cut = cut[: i + len(sep)]
+            break
+    return cut.rstrip() + "\n[…]"
+
+
+def format_exemplars(entries: list[dict]) -> str:
+    blocks = []
+    for i, e in enumerate(entries, 1):
+        title = e.get("name") or e.get("id") or f"example {i}"
+        summary = e.get("summary") or ""
+        head = f"### Example {i}: {title}" + (f" — {summary}" if summary else "")
+        blocks.append(f"{head}\n```python\n{e['code'].rstrip()}\n```")
+    return "\n\n".join(blocks)
+
+
+def doc_source(doc: dict) -> str:
+    src = doc.get("source") or {}
+    if isinstance(src, dict):
+        return str(src.get("name") or src.get("path") or doc.get("id") or "")
+    return str(src)
+
+
+# --------------------------------------------------------------------------- prompt
+
+
+@dataclass
+class Prompt:
+    messages: list[dict]
+    ids: list[int]
+    doc_text: str | None
+    exemplars: list[str]
+
+
+def build_prompt(engine: Engine, template: Template, contract: str, doc: dict | None,
+                 exemplars: list[dict], listing_text: str, round_: int,
+                 doc_tokens: int, max_prompt_tokens: int) -> Prompt:
+    """The designer's messages for one document, fitted to `max_prompt_tokens`."""
+    doc_text = excerpt(doc["text"], doc_tokens, engine.tokenizer) if doc is not None else None
+    exemplars = list(exemplars)
+    listing_lines = listing_text.splitlines() if listing_text else []
+    while True:
+        values = {
+            "contract": contract,
+            "document": doc_text or "",
+            "source": doc_source(doc) if doc is not None else "",
+            "exemplars": format_exemplars(exemplars),
+            "listing": "\n".join(listing_lines),
+            "round": str(round_),
+        }
+        messages = []
+        system = render(template.system, values).strip()
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": render(template.user, values).strip()})
+        ids = engine.chat_ids(messages)
+        over = len(ids) - max_prompt_tokens
+        if over <= 0:
+            return Prompt(messages, ids, doc_text, [e.get("name") or e.get("id") for e in exemplars])
+        if exemplars:
+            exemplars.pop()
+        elif len(listing_lines) > 4:
+            listing_lines = listing_lines[: len(listing_lines) // 2]
+        elif doc_text:
+            have = len(engine.tokenizer.encode(doc_text, add_special_tokens=False))
+            want = have - over - 8
+            if want < 16:
+                raise UsageError(
+                    f"no room for the document in --max-prompt-tokens {max_prompt_tokens} "
+                    f"(the rest of the prompt takes {len(ids) - have} tokens)"
+                )
+            doc_text = excerpt(doc["text"], want, engine.tokenizer)
+        else:
+            raise UsageError(
+                f"the designer prompt needs {len(ids)} tokens even without document and exemplars; "
+                f"raise --max-prompt-tokens (now {max_prompt_tokens}) or shorten the template"
+            )
+
+
+# --------------------------------------------------------------------------- stage
+
+
+@dataclass
+class DesignSettings:
+    num_designs: int = 4
+    sampling: Sampling = None  # type: ignore[assignment]  # seed/stop per design are filled in
+    seed: int = 0
+    round: int = 0
+    no_doc: bool = False
+    no_memory: bool = False
+    exemplars: int = 2
+    listing_limit: int = 50
+    doc_tokens: int = 1024
+    max_prompt_tokens: int | None = None
+    batch_docs: int = 8
+
+    def prompt_budget(self, engine: Engine) -> int:
+        room = engine.max_model_len - self.sampling.max_tokens
+        budget = self.max_prompt_tokens or room
+        if budget > room:
+            raise UsageError(f"--max-prompt-tokens {budget} + --max-tokens {self.sampling.max_tokens} "
+                             f"exceed the model's context of {engine.max_model_len} tokens")
+        if budget < 64:
+            raise UsageError(f"no room for a prompt: the model's context is {engine.max_model_len} "
+                             f"tokens and --max-tokens is {self.sampling.max_tokens}")
+        return budget
+
+
+def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSettings,
+                   memory: list[dict] | None = None, template: Template | None = None) -> Iterator[dict]:
+    """Candidate records, `num_designs` per doc, in input order. `memory` holds the env
+    entries exemplars and the listing come from (ignored with `no_memory`)."""
+    from .memory import listing
+
+    template = template or Template.load()
+    contract = load_contract()
+    entries = [] if settings.no_memory else list(memory or [])
+    listing_text = listing(entries, limit=settings.listing_limit) if entries else ""
+    budget = settings.prompt_budget(engine)
+    base = settings.sampling or Sampling()
+
+    batch: list[dict] = []
+    for doc in docs:
+        batch.append(doc)
+        if len(batch) >= settings.batch_docs:
+            yield from _design_batch(batch, engine, settings, base, template, contract, entries,
+                                     listing_text, budget)
+            batch = []
+    if batch:
+        yield from _design_batch(batch, engine, settings, base, template, contract, entries,
+                                 listing_text, budget)
+
+
+def _design_batch(docs, engine, settings, base, template, contract, entries, listing_text, budget):
+    from .memory import select_exemplars
+
+    convs, samplings, meta = [], [], []
+    for doc in docs:
+        group = make_id("group", doc["id"], settings.round, settings.seed)
+        chosen = select_exemplars(entries, settings.exemplars, seed=seed_for(settings.seed, "exemplars", doc["id"]))
+        prompt = build_prompt(engine, template, contract, None if settings.no_doc else doc, chosen,
+                              listing_text, settings.round, settings.doc_tokens, budget)
+        for i in range(settings.num_designs):
+            s = Sampling(temperature=base.temperature, top_p=base.top_p, max_tokens=base.max_tokens,
+                         seed=seed_for(settings.seed, "design", f"{group}:{i}"), stop=list(base.stop))
+            convs.append(prompt.messages)
+            samplings.append(s)
+            meta.append((doc, group, i, prompt))
+    gens = engine.chat(convs, samplings)
+    for (doc, group, i, prompt), s, g in zip(meta, samplings, gens, strict=True):
+        doc_field = None
+        if not settings.no_doc:
+            doc_field = {"id": doc["id"], "text": prompt.doc_text, "source": doc.get("source"),
+                         "chars": len(doc["text"])}
+        yield new_record(
+            "candidate", make_id("cand", group, i), [doc["id"]],
+            origin="design", round=settings.round, group=group, doc=doc_field,
+            design={
+                "messages": prompt.messages,
+                "text": g.text,
+                "prompt_ids": g.prompt_ids,
+                "completion_ids": g.completion_ids,
+                "logprobs": g.logprobs,
+                "finish_reason": g.finish_reason,
+                "engine": engine.name,
+                "model": engine.model,
+                "sampling": s.to_dict(),
+                "index": i,
+                "exemplars": prompt.exemplars,
+            },
+        )

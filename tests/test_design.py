@@ -1,0 +1,179 @@
+"""spade-design on the tiny model: complete candidate records, consistent ids,
+determinism, prompt budgets, ablation switches and templates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spade_cli.design import (
+    DesignSettings,
+    Template,
+    build_prompt,
+    design_records,
+    excerpt,
+    load_contract,
+    render,
+)
+from spade_cli.engines import Sampling, load_engine
+from spade_cli.errors import UsageError
+
+
+def doc(i: int, text: str | None = None) -> dict:
+    return {"kind": "doc", "v": 1, "id": f"doc-{i}", "parents": [],
+            "text": text or f"Document {i}. A ferry crosses a river carrying at most two passengers. " * 5,
+            "chars": 0, "source": {"path": "corpus.jsonl", "name": "demo", "line": i + 1}}
+
+
+def jsonl(records) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+@pytest.fixture(scope="module")
+def eng(tiny_model):
+    return load_engine(str(tiny_model), "hf")
+
+
+@pytest.fixture(scope="module")
+def library_memory():
+    from spade_cli.envs.library import load_library
+    from spade_cli.memory import entries_from_library
+
+    return entries_from_library(load_library())
+
+
+def settings(**kw) -> DesignSettings:
+    base = dict(num_designs=2, sampling=Sampling(max_tokens=12), seed=5, round=3, doc_tokens=64,
+                max_prompt_tokens=2500)
+    return DesignSettings(**{**base, **kw})
+
+
+@pytest.mark.slow
+def test_cli_records_complete_consistent_and_deterministic(cli, tiny_model):
+    args = ["design", "--model", tiny_model, "-G", "3", "--max-tokens", "10", "--doc-tokens", "48",
+            "--seed", "11", "--round", "2", "--max-prompt-tokens", "2500"]
+    inp = jsonl([doc(0), doc(1)])
+    r1, r2 = cli(*args, input=inp), cli(*args, input=inp)
+    assert r1.returncode == 0, r1.stderr.decode()
+    assert r1.stdout == r2.stdout  # same seed, same designs, byte for byte
+    recs = [json.loads(x) for x in r1.stdout.splitlines()]
+    assert len(recs) == 6 and len({r["id"] for r in recs}) == 6
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    for i, r in enumerate(recs):
+        assert r["kind"] == "candidate" and r["origin"] == "design" and r["round"] == 2
+        assert r["parents"] == [f"doc-{i // 3}"] and r["doc"]["id"] == f"doc-{i // 3}"
+        assert r["doc"]["source"]["name"] == "demo" and r["doc"]["text"] in doc(i // 3)["text"] + "\n[…]" or r["doc"]["text"].endswith("[…]")
+        d = r["design"]
+        assert set(d) >= {"messages", "text", "prompt_ids", "completion_ids", "logprobs", "engine", "model",
+                          "sampling", "index"}
+        assert d["index"] == i % 3 and d["engine"] == "hf" and d["model"] == str(tiny_model)
+        prompt = tok.apply_chat_template(d["messages"], tokenize=False, add_generation_prompt=True)
+        assert d["prompt_ids"] == tok.encode(prompt, add_special_tokens=False)
+        assert len(d["prompt_ids"]) <= 2500
+        assert 0 < len(d["completion_ids"]) <= 10 and len(d["logprobs"]) == len(d["completion_ids"])
+        assert d["text"] == tok.decode(d["completion_ids"], skip_special_tokens=True)
+        assert d["sampling"]["max_tokens"] == 10 and isinstance(d["sampling"]["seed"], int)
+    # One group per document; the G designs of a group share the prompt, not the seed.
+    groups = [r["group"] for r in recs]
+    assert groups[0] == groups[1] == groups[2] != groups[3]
+    assert recs[0]["design"]["prompt_ids"] == recs[2]["design"]["prompt_ids"]
+    assert len({r["design"]["sampling"]["seed"] for r in recs[:3]}) == 3
+
+
+@pytest.mark.slow
+def test_cli_errors(cli, tiny_model, tmp_path):
+    bad = cli("design", "--model", tiny_model, input=jsonl([doc(0), {"kind": "env", "v": 1, "id": "x"}]))
+    assert bad.returncode == 3 and b"<stdin>:2" in bad.stderr or b":2:" in bad.stderr
+    missing = cli("design", "--model", tmp_path / "nope", input=jsonl([doc(0)]))
+    assert missing.returncode == 4 and b"model not found" in missing.stderr
+    tpl = tmp_path / "t.md"
+    tpl.write_text("=== user ===\n{{document}} {{nonsense}}\n")
+    unknown = cli("design", "--model", tiny_model, "--prompt", tpl, input=jsonl([doc(0)]))
+    assert unknown.returncode == 2 and b"nonsense" in unknown.stderr
+
+
+def test_library_is_default_memory_and_ablations(eng, library_memory):
+    recs = list(design_records([doc(0)], eng, settings(exemplars=2, max_prompt_tokens=None), library_memory))
+    user = recs[0]["design"]["messages"][-1]["content"]
+    assert "<document" in user and "```python" in user and "already exist" in user
+    assert len(recs[0]["design"]["exemplars"]) == 2
+    assert set(recs[0]["design"]["exemplars"]) <= {e["name"] for e in library_memory}
+    assert sum(f"- {e['name']}" in user for e in library_memory) == len(library_memory)
+
+    nodoc = list(design_records([doc(0)], eng, settings(no_doc=True), library_memory))
+    assert nodoc[0]["doc"] is None and "<document" not in nodoc[0]["design"]["messages"][-1]["content"]
+    assert "Choose any domain" in nodoc[0]["design"]["messages"][-1]["content"]
+
+    nomem = list(design_records([doc(0)], eng, settings(no_memory=True), library_memory))
+    content = nomem[0]["design"]["messages"][-1]["content"]
+    assert "### Example" not in content and "already exist" not in content
+    assert nomem[0]["design"]["exemplars"] == []
+
+
+def test_seed_changes_designs_and_reruns_repeat(eng):
+    a = list(design_records([doc(0)], eng, settings(seed=1)))
+    b = list(design_records([doc(0)], eng, settings(seed=1)))
+    c = list(design_records([doc(0)], eng, settings(seed=2)))
+    assert a == b
+    assert [r["design"]["completion_ids"] for r in a] != [r["design"]["completion_ids"] for r in c]
+    assert a[0]["group"] != c[0]["group"]
+
+
+def test_memory_entries_feed_exemplars(eng, library_memory):
+    mem = [dict(e, scores={"regret": 0.9 if e["name"] == "nim" else 0.1}) for e in library_memory[:5]]
+    names = {e["name"] for e in mem}
+    if "nim" not in names:
+        mem.append(dict(next(e for e in library_memory if e["name"] == "nim"), scores={"regret": 0.9}))
+    recs = list(design_records([doc(0)], eng, settings(exemplars=1), mem))
+    assert recs[0]["design"]["exemplars"] == ["nim"]  # the highest regret goes first
+
+
+def test_prompt_budget_respected_for_very_long_document(eng, library_memory):
+    words = "Tides rise twice a day because the moon pulls the oceans. Überraschung! 潮汐 "
+    huge = doc(0, words * 40_000)  # ~3 MB
+    s = settings(doc_tokens=300, max_prompt_tokens=1500, exemplars=3)
+    rec = next(iter(design_records([huge], eng, s, library_memory)))
+    assert len(rec["design"]["prompt_ids"]) <= 1500
+    shown = rec["doc"]["text"]
+    assert shown.endswith("[…]") and len(eng.tokenizer.encode(shown)) <= 300 + 5
+    assert rec["doc"]["chars"] == len(huge["text"])
+    # Exemplars (3-4k tokens each here) cannot fit in 1500 tokens: they were dropped.
+    assert rec["design"]["exemplars"] == []
+    # A tighter budget shortens the document itself.
+    tight = next(iter(design_records([huge], eng, settings(doc_tokens=300, max_prompt_tokens=900), [])))
+    assert len(tight["design"]["prompt_ids"]) <= 900 and len(tight["doc"]["text"]) < len(shown)
+    with pytest.raises(UsageError, match="max-prompt-tokens"):
+        list(design_records([huge], eng, settings(max_prompt_tokens=100), []))
+
+
+def test_excerpt_and_render():
+    class Chars:  # a tokenizer with one token per character
+        def encode(self, text, add_special_tokens=False):
+            return [ord(c) for c in text]
+
+        def decode(self, ids):
+            return "".join(map(chr, ids))
+
+    text = "First line.\nSecond line is longer.\nThird."
+    assert excerpt(text, 1000, Chars()) == text
+    assert excerpt(text, 37, Chars()) == "First line.\nSecond line is longer.\n[…]"
+    assert excerpt(text, 30, Chars()) == "First line.\nSecond line is lon\n[…]"
+    assert excerpt("x" * 100, 10, Chars()) == "x" * 10 + "\n[…]"
+    tpl = "{{#document}}Doc: {{document}}\n{{/document}}{{^document}}No doc.\n{{/document}}End {{round}}"
+    assert render(tpl, {"document": "a {{round}} b", "round": "3"}) == "Doc: a {{round}} b\nEnd 3"
+    assert render(tpl, {"document": "", "round": "3"}) == "No doc.\nEnd 3"
+
+
+def test_custom_template(eng, tmp_path):
+    p = tmp_path / "mine.md"
+    p.write_text("=== system ===\nSYS {{contract}}\n=== user ===\nMake one about: {{document}}\n")
+    t = Template.load(p)
+    prompt = build_prompt(eng, t, load_contract(), doc(0), [], "", 0, 64, 4000)
+    assert prompt.messages[0]["content"].startswith("SYS Write one complete Python module")
+    assert prompt.messages[1]["content"].startswith("Make one about: Document 0.")
+    (tmp_path / "bad.md").write_text("no markers")
+    with pytest.raises(UsageError, match="=== user ==="):
+        Template.load(tmp_path / "bad.md")
