@@ -368,3 +368,17 @@ def test_spade_memory_pool_from_library_dir(tmp_path, cli):
     assert r.returncode == 0, r.stderr
     cands = [orjson.loads(x) for x in r.stdout.splitlines()]
     assert len(cands) == 2 and all(c["origin"] == "library" and c["env"]["code"] for c in cands)
+
+
+def test_example_library_has_no_false_duplicates():
+    library = pytest.importorskip("spade_cli.envs.library")
+    lib = library.load_library()
+    assert len(lib) >= 10
+    idx = dedup.DedupIndex()
+    for e in lib:
+        assert idx.find(e["code"]) is None, e["name"]
+        idx.add(e["name"], e["code"])
+    sets = [dedup.shingles(e["code"]) for e in lib]
+    worst = max(dedup.jaccard(a, b) for i, a in enumerate(sets) for b in sets[i + 1:])
+    assert worst < 0.5  # far below the 0.8 threshold
+    assert len(memory.entries_from_library(lib)) == len(lib)
