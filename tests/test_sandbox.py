@@ -183,7 +183,7 @@ def test_the_jail():
         st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
         out = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
                "caps": [st[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
-               "nnp": st["NoNewPrivs"].strip(), "env": dict(os.environ), "root": sorted(os.listdir("/")),
+               "nnp": st["NoNewPrivs"].strip(), "seccomp": st["Seccomp"].strip(), "env": dict(os.environ), "root": sorted(os.listdir("/")),
                "usr": sorted(os.listdir("/usr")), "site": sorted(os.listdir(os.path.dirname(gym.__path__[0]))),
                "pid": os.getpid(), "mounts": open("/proc/self/mounts").read(),
                "ifaces": [n for _, n in socket.if_nameindex()]}
@@ -209,6 +209,8 @@ def test_the_jail():
         assert out["caps"] == ["0000000000000000"] * 5
     assert out["uid"] != 0
     assert out["nnp"] == "1"
+    if os.uname().machine == "x86_64":
+        assert out["seccomp"] == "2"  # a filter is installed
     allowed = set(sbconfig.jail_env(SandboxConfig(), sbconfig.python_layout()))
     allowed |= {"PWD", "PYGAME_HIDE_SUPPORT_PROMPT"}  # set by bwrap --chdir / gymnasium itself
     assert set(out["env"]) <= allowed, out["env"]
@@ -305,3 +307,15 @@ def test_env_error_pickles_and_require_sandbox(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(session, "_warned", False)
     require_sandbox(unsafe=True)
     assert "WARNING" in capsys.readouterr().err
+
+
+@needs_bwrap
+def test_same_string_hashes_in_every_worker():
+    """Set iteration order depends on string hashes: fixed, so episodes agree across workers."""
+    code = env_with('return str(list({"alpha", "beta", "gamma", "delta", "eps"})), 0.0, True, False, {}')
+    outs = set()
+    for unsafe in (False, False, True):
+        with EnvSession(code, SandboxConfig(call_timeout=3.0, unsafe=unsafe)) as env:
+            env.reset()
+            outs.add(env.step("a")[0])
+    assert len(outs) == 1

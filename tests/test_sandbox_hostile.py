@@ -263,6 +263,29 @@ def test_connecting_to_a_localhost_port():
     assert_unharmed()
 
 
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the seccomp filter is x86_64-only")
+def test_no_new_namespaces_mounts_or_ptrace():
+    """In a user namespace of its own the environment could mount an unbounded tmpfs
+    (host memory) and reach capability-gated kernel code: the seccomp filter says no."""
+    body = '''
+        import ctypes, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        out = [libc.unshare(f) == 0 for f in (0x10000000, 0x10020000, 0x20000000, 0x40000000, 0x00020000)]
+        out.append(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0) == 0)  # clone(CLONE_NEWUSER)
+        out.append(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None) == 0)
+        out.append(libc.syscall(101, 16, 1, 0, 0) == 0)  # ptrace(ATTACH, pid 1)
+        t = threading.Thread(target=lambda: None); t.start(); t.join()  # threads still work
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)  # and so do processes
+        return str(out), 0.0, True, False, {}'''
+    out, _ = run_hostile(body, SandboxConfig(call_timeout=10.0))
+    assert not isinstance(out, EnvError), out
+    assert out[0] == str([False] * 8)
+    assert_unharmed(session=False)
+
+
 def test_killing_the_parent():
     me = os.getpid()
     body = f'''

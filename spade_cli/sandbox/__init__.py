@@ -30,7 +30,10 @@ What the sandbox covers
 - Identity: as root, bwrap runs without a user namespace and the worker switches to its
   own unprivileged host uid (one per live worker, so RLIMIT_NPROC, which the kernel
   ignores for uid 0, is a per-worker process limit); every capability is dropped
-  (bounding set included) and no-new-privs is set. As a non-root user, bwrap's user
+  (bounding set included) and no-new-privs is set. A seccomp filter (x86_64) refuses new
+  namespaces (a user namespace of its own would let the environment mount an unbounded
+  tmpfs), setns, mount and the new mount API, ptrace, bpf, perf_event_open, userfaultfd,
+  io_uring, keyrings, kernel modules, kexec, reboot, swap and process_vm_*. As a non-root user, bwrap's user
   namespace maps the worker to uid 65534 and NPROC counts per namespace.
 - File system: an empty root with, read-only: the shared libraries under /usr/lib, the
   interpreter and its stdlib at /opt/python, and in site-packages only gymnasium, its
@@ -53,8 +56,9 @@ What the sandbox covers
 
 What it does not cover
 ----------------------
-- The kernel is shared: a kernel exploit escapes it. There is no seccomp filter, so every
-  system call is reachable (namespaces and the uid limit what they can touch).
+- The kernel is shared: a kernel exploit escapes it. The seccomp filter is a short deny
+  list (x86_64 only; none elsewhere), not an allow list: most system calls stay reachable,
+  and the namespaces and the uid are what limit what they can touch.
 - CPU and memory bandwidth are not shared fairly: a worker can use a whole core until its
   time limits fire, and tmpfs pages (/tmp, /dev/shm) are host memory outside RLIMIT_AS
   (bounded by their sizes: 128 workers x (tmp_mb + shm_mb) at worst).

@@ -1,7 +1,7 @@
 """The sandboxed side of an EnvSession: one process holding one untrusted environment.
 
 Runs inside bwrap (or, in unsafe mode, as a plain subprocess) as
-`python -I -B worker.py SETTINGS_JSON`, and imports nothing from spade_cli: the package
+`python -s -P -B worker.py SETTINGS_JSON`, and imports nothing from spade_cli: the package
 is not visible inside the sandbox. Order matters, because everything after step 4 may
 be hostile:
 
@@ -61,6 +61,81 @@ def drop_privileges(uid):
     libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0)
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("could not drop privileges")
+
+
+# Seccomp (x86_64 only): refuse what an unprivileged process should never need and what
+# widens the kernel's attack surface. Above all new namespaces: in a user namespace of
+# its own the environment would be "root" there, could mount a tmpfs with no size limit
+# (host memory, outside RLIMIT_AS) and reach kernel code that needs capabilities.
+_X86_64 = 0xC000003E
+_NS_FLAGS = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
+_SYS_UNSHARE, _SYS_CLONE, _SYS_CLONE3 = 272, 56, 435
+_DENIED = (308, 165, 166, 155, 161, 250, 248, 249, 101, 298, 321, 323, 246, 320, 175, 313, 176,
+           304, 303, 167, 168, 169, 163, 179, 428, 429, 430, 431, 432, 433, 442, 425, 426, 427,
+           310, 311)  # setns mount umount2 pivot_root chroot keyctl add_key request_key ptrace
+# perf_event_open bpf userfaultfd kexec_* *_module *_handle_at swap* reboot acct quotactl
+# the new mount API, io_uring, process_vm_*
+
+
+def seccomp_program():
+    """A classic-BPF filter as bytes (struct sock_filter[]), or None off x86_64."""
+    import platform
+    import struct
+
+    if platform.machine() != "x86_64":
+        return None
+    allow, eperm, enosys, kill = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS, 0x80000000
+    prog = []  # (code, jt, jf, k) with jt/jf as label names or 0
+
+    def ld(off): prog.append((0x20, 0, 0, off))
+    def jeq(k, jt, jf=0): prog.append((0x15, jt, jf, k))
+    def ret(k): prog.append((0x06, 0, 0, k))
+
+    ld(4)
+    jeq(_X86_64, 0, "kill")
+    ld(0)
+    prog.append((0x35, "eperm", 0, 0x40000000))  # x32 ABI syscall numbers
+    jeq(_SYS_UNSHARE, "flags")
+    jeq(_SYS_CLONE, "flags")
+    jeq(_SYS_CLONE3, "enosys")  # glibc falls back to clone(), whose flags we can see
+    for nr in _DENIED:
+        jeq(nr, "eperm")
+    ret(allow)
+    labels = {"flags": len(prog)}
+    ld(16)  # low 32 bits of the first argument: the clone/unshare flags
+    prog.append((0x45, "eperm", 0, _NS_FLAGS))
+    ret(allow)
+    labels["eperm"] = len(prog)
+    ret(eperm)
+    labels["enosys"] = len(prog)
+    ret(enosys)
+    labels["kill"] = len(prog)
+    ret(kill)
+    out = b""
+    for i, (code, jt, jf, k) in enumerate(prog):
+        jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
+        jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        out += struct.pack("=HBBI", code, jt, jf, k)
+    return out
+
+
+def install_seccomp():
+    import ctypes
+
+    prog = seccomp_program()
+    if prog is None:
+        return False
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
+    fprog = Fprog(len(prog) // 8, prog)
+    pr_set_seccomp, seccomp_mode_filter = 22, 2
+    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
+    return True
 
 
 def set_limits(lim):
@@ -267,6 +342,7 @@ def main():
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     set_limits(lim)
+    install_seccomp()
     os.chdir("/tmp")
     import gymnasium  # noqa: F401 - preloaded so every environment finds it cheaply
     import numpy  # noqa: F401
