@@ -8,17 +8,16 @@ import typer
 
 from ..cli import (
     Config,
-    Inputs,
     Output,
     Quiet,
     Seed,
-    Shard,
     Verbose,
     Zstd,
     entry,
     log,
     make_app,
     open_output,
+    progress_bar,
 )
 from ..errors import UsageError
 from ..recordio import RecordReader, display_name
@@ -49,7 +48,7 @@ def _summary(stats, written: int, skip_bad: bool) -> None:
 
 @app.command()
 def sample_docs(
-    inputs: Inputs = None,
+    inputs: Annotated[list[str] | None, typer.Argument(help="Corpus files, globs or directories; NAME=PATH labels a source for --mix; `-` (or none) reads JSON lines from stdin. With --merge: sample files written by --shard jobs.", show_default=False)] = None,
     num: Annotated[int, typer.Option("-n", "--num", min=0, help="How many documents to sample (split across --mix pools).")] = 100,
     text_field: Annotated[str, typer.Option("--text-field", help="JSON key or Parquet column of the text; `a.b` for nested JSON.")] = "text",
     id_field: Annotated[str | None, typer.Option("--id-field", help="JSON key or Parquet column of the corpus's own document id, kept as source.id.")] = None,
@@ -64,7 +63,7 @@ def sample_docs(
     merge: Annotated[bool, typer.Option("--merge", help="Inputs are samples written by --shard jobs: merge them into the sample of one run.")] = False,
     build_demo_corpus: Annotated[str | None, typer.Option("--build-demo-corpus", metavar="OUT", help="Write the demo corpus (standard-library documentation) to OUT and exit.")] = None,
     seed: Seed = 0,
-    shard: Shard = None,
+    shard: Annotated[str | None, typer.Option("--shard", help="Read only input files i, i+n, i+2n, ... of the input list (`i/n`); combine the shard outputs with --merge.")] = None,
     output: Output = "-",
     zstd: Zstd = False,
     config: Config = None,
@@ -111,7 +110,8 @@ def sample_docs(
             log.warning("shard %s has no input files (shards split the list of files)", shard)
     plan = corpus.Plan(sources, quotas, mixed=mix is not None)
     opts = corpus.Options(num, seed, text_field, id_field, min_chars, max_chars, excerpt_chars, excerpt_at, skip_bad)
-    docs, stats = corpus.sample(plan, opts, jobs or corpus.default_jobs())
+    with progress_bar("sampling", total=len(corpus.sampler.tasks_of(plan)), unit="file") as bar:
+        docs, stats = corpus.sample(plan, opts, jobs or corpus.default_jobs(), on_task=bar.update)
     with open_output(output, zstd) as out:
         out.write_all(docs)
     if mix is not None:

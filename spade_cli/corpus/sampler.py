@@ -356,7 +356,7 @@ class Plan:
         return src.name if self.mixed else None
 
 
-def _tasks(plan: Plan) -> list[list[Source]]:
+def tasks_of(plan: Plan) -> list[list[Source]]:
     """One task per records file; plain-text documents in batches."""
     tasks, texts = [], []
     for src in sorted(plan.sources, key=lambda s: -s.size):
@@ -385,17 +385,21 @@ def _run_task(task: list[Source]) -> tuple[str | None, list, Stats]:
     return pool, scanner.res.entries(), scanner.stats
 
 
-def sample(plan: Plan, opts: Options, jobs: int = 1) -> tuple[list[dict], Stats]:
-    """The sample as doc records sorted by key, and what the scan saw."""
+def sample(plan: Plan, opts: Options, jobs: int = 1,
+           on_task: Callable[[int], None] | None = None) -> tuple[list[dict], Stats]:
+    """The sample as doc records sorted by key, and what the scan saw. `on_task(k)` is
+    called as tasks (files, or batches of text files) finish, with how many finished."""
     reservoirs = {p: Reservoir(q) for p, q in plan.quotas.items()}
     stats = Stats()
-    tasks = _tasks(plan)
+    tasks = tasks_of(plan)
     jobs = max(1, min(jobs, len(tasks)))
     if jobs == 1 or any(s.path == "-" for s in plan.sources):
         scanners = {p: Scanner(opts, reservoirs[p]) for p in plan.quotas}
         for task in tasks:
             for src in task:
                 scanners[plan.pool_of(src)].scan(src)
+            if on_task:
+                on_task(1)
         for sc in scanners.values():
             stats.add(sc.stats)
     else:
@@ -406,16 +410,23 @@ def sample(plan: Plan, opts: Options, jobs: int = 1) -> tuple[list[dict], Stats]
         with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
                                  initargs=(opts, plan, shared)) as ex:
             pending = {ex.submit(_run_task, t) for t in tasks}
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    pool, entries, st = fut.result()
-                    res = reservoirs[pool]
-                    for key, rid, item in entries:
-                        if res.offer(key, rid, lambda item=item: item) == "duplicate":
-                            stats.duplicate += 1
-                    shared[plan.pools.index(pool)] = res.threshold
-                    stats.add(st)
+            try:
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        pool, entries, st = fut.result()
+                        res = reservoirs[pool]
+                        for key, rid, item in entries:
+                            if res.offer(key, rid, lambda item=item: item) == "duplicate":
+                                stats.duplicate += 1
+                        shared[plan.pools.index(pool)] = res.threshold
+                        stats.add(st)
+                        if on_task:
+                            on_task(1)
+            except BaseException:
+                for fut in pending:  # a bad file ends the run without reading the rest
+                    fut.cancel()
+                raise
     out = [(k, rid, _record(k, rid, item, opts, p, res.n)) for p, res in reservoirs.items()
            for k, rid, item in res.entries()]
     out.sort(key=lambda e: (e[0], e[1]))
