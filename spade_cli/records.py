@@ -40,7 +40,10 @@ kind "env"  (environment memory, spade-regret --memory; parents = [candidate id]
     scores {estimator, regret, reward, learnability, estimates, nohint, hint},
     replays, last_round (the round it was last played: added or replayed)
 kind "checkpoint" (spade-train)
-    path, base_model, role, metrics_path, steps, samples
+    path, base_model, role, metrics_path, steps, samples,
+    format ("full" | "merged" | "adapter"), groups {designer, agent}, group_size,
+    left_out_groups, padded_rows, skipped {reason: count}, truncated {prompts, completions},
+    processes, seconds, train_loss
 kind "eval" (spade-eval; one per held-out task)
     suite, task (stable id within the suite), category, seed, meta {...},
     agent {kind: "model"|"oracle", engine?, model?, sampling?},

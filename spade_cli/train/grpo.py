@@ -1,0 +1,424 @@
+"""GRPO on stored samples with TRL's GRPOTrainer: model loading, the run, the checkpoint.
+
+The loss is TRL's own (`GRPOTrainer._compute_loss`, every `loss_type` it offers); this
+module only feeds it stored samples (see rollout.py), sets the knobs, counts tokens for
+`perf/tokens_per_second`, writes metrics under namespaced keys and saves a checkpoint the
+next round's engines load directly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from ..cli import log
+from ..errors import DataError, UsageError
+from .config import LOSS_TYPES, TrainConfig
+from .rollout import StoredRollouts, quiet_padding_warning, stored_reward
+from .samples import BuildStats, Sample, mix_groups, read_groups
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json", "adapter_model.safetensors", "adapter_model.bin")
+
+
+def model_kind(path: str) -> str:
+    """'full' for an HF model directory, 'adapter' for a peft adapter; anything else is an error."""
+    p = Path(path)
+    if not p.is_dir():
+        raise UsageError(f"{path}: not a model directory (spade-train loads local HF checkpoints)")
+    if (p / "adapter_config.json").is_file():
+        kind = "adapter"
+    elif (p / "config.json").is_file():
+        kind = "full"
+    else:
+        raise UsageError(f"{path}: not a model: no config.json (HF model) or adapter_config.json (peft adapter)")
+    if not any((p / w).is_file() for w in WEIGHT_FILES) and not list(p.glob("*.safetensors")):
+        raise UsageError(f"{path}: has {kind} config but no weights (*.safetensors / *.bin)")
+    return kind
+
+
+def load_groups(cfg: TrainConfig) -> tuple[list[list[Sample]], BuildStats]:
+    groups, stats = read_groups(cfg.inputs, cfg.role, cfg.include_hinted,
+                                cfg.max_prompt_length, cfg.max_completion_length)
+    groups = mix_groups(groups, cfg.designer_fraction, cfg.seed)
+    stats.groups = {"designer": 0, "agent": 0}
+    stats.samples = 0
+    for g in groups:
+        stats.groups[g[0].role] += 1
+        stats.samples += len(g)
+    return groups, stats
+
+
+def check_config(cfg: TrainConfig) -> None:
+    if cfg.loss_type not in LOSS_TYPES:
+        raise UsageError(f"--loss-type must be one of {', '.join(LOSS_TYPES)}")
+    if cfg.scale_rewards not in ("group", "batch", "none"):
+        raise UsageError("--scale-rewards must be group, batch or none")
+    if cfg.lora_save not in ("merged", "adapter"):
+        raise UsageError("--lora-save must be merged or adapter")
+    if cfg.epochs < 1 or cfg.grad_accum < 1:
+        raise UsageError("--epochs and --grad-accum must be at least 1")
+    if cfg.beta < 0:
+        raise UsageError("--beta must be >= 0")
+    if cfg.ref_model and cfg.beta == 0:
+        raise UsageError("--ref-model is only used with --beta > 0 (the KL term)")
+    out = Path(cfg.output_dir)
+    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
+        raise UsageError(f"{cfg.output_dir}: exists and is not empty (use --overwrite to replace it)")
+    model_kind(cfg.model)
+    if cfg.ref_model:
+        if model_kind(cfg.ref_model) != "full":
+            raise UsageError(f"{cfg.ref_model}: the reference model must be a full HF model")
+
+
+def plan_batches(cfg: TrainConfig, groups: list[list[Sample]], num_processes: int) -> dict[str, int]:
+    """Group size G, per-device batch and the number of optimizer steps, or a clear error."""
+    g = cfg.group_size or max(len(x) for x in groups)
+    if g < 2:
+        raise UsageError("--group-size must be at least 2")
+    too_big = [len(x) for x in groups if len(x) > g]
+    if too_big:
+        raise DataError(f"{len(too_big)} groups have more than --group-size {g} samples (largest {max(too_big)})")
+    per_device = cfg.per_device_batch_size or g
+    gen_batch = per_device * num_processes * cfg.grad_accum
+    if gen_batch % g:
+        raise UsageError(
+            f"one optimizer step holds {gen_batch} sequences (--per-device-batch-size {per_device} x "
+            f"{num_processes} processes x --grad-accum {cfg.grad_accum}); it must be a multiple of the "
+            f"group size {g}"
+        )
+    groups_per_step = gen_batch // g
+    steps = len(groups) // groups_per_step
+    if steps == 0:
+        raise DataError(
+            f"{len(groups)} trainable groups but one optimizer step needs {groups_per_step}: "
+            "lower --per-device-batch-size or --grad-accum"
+        )
+    return {"group_size": g, "per_device": per_device, "groups_per_step": groups_per_step,
+            "steps": steps * cfg.epochs, "left_out_groups": len(groups) - steps * groups_per_step}
+
+
+# --------------------------------------------------------------------------- metrics
+
+_RENAME = {
+    "loss": "losses/loss", "policy_loss": "losses/policy", "kl": "losses/kl",
+    "entropy": "policy/entropy", "grad_norm": "optim/grad_norm", "learning_rate": "optim/learning_rate",
+    "reward": "rewards/mean", "reward_std": "rewards/std", "frac_reward_zero_std": "advantages/frac_zero_std",
+    "num_tokens": "perf/model_tokens_seen", "step_time": "perf/step_time", "epoch": "train/epoch",
+    "train_runtime": "perf/train_runtime", "train_samples_per_second": "perf/samples_per_second",
+    "train_steps_per_second": "perf/steps_per_second", "train_loss": "losses/train_mean",
+    "total_flos": "perf/total_flos",
+}
+
+
+def namespaced(logs: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in logs.items():
+        key = _RENAME.get(k, k if "/" in k else f"train/{k}")
+        if key.startswith("clip_ratio"):
+            key = "policy/" + key
+        out[key] = v
+    return out
+
+
+def _make_trainer_class():
+    from transformers import TrainerCallback
+    from trl import GRPOTrainer
+
+    class SpadeGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer plus token counting for perf/tokens_per_second; the loss is untouched."""
+
+        def _prepare_inputs(self, generation_batch):
+            inputs = super()._prepare_inputs(generation_batch)
+            if self.model.training:
+                # Tokens through the policy forward/backward of this micro-step (prompt + completion,
+                # environment tokens included: they are computed even though they carry no loss).
+                self._spade_tokens += int(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum())
+            return inputs
+
+        def log(self, logs, start_time=None):
+            import torch
+
+            now = time.perf_counter()
+            local = torch.tensor(float(self._spade_tokens), device=self.accelerator.device)
+            total = float(self.accelerator.reduce(local, reduction="sum").item())
+            dt = now - self._spade_t0
+            logs["perf/tokens"] = total
+            logs["perf/tokens_per_second"] = total / dt if dt > 0 else None
+            if "train_runtime" in logs:  # the final summary: whole-run throughput
+                logs["perf/tokens"] = self._spade_total + total
+                logs["perf/tokens_per_second"] = (self._spade_total + total) / max(logs["train_runtime"], 1e-9)
+            self._spade_total += total
+            self._spade_tokens = 0
+            self._spade_t0 = now
+            super().log(logs, start_time)
+
+    class MetricsFile(TrainerCallback):
+        """Writes every log event as one JSON line with namespaced keys (main process only)."""
+
+        def __init__(self, path: str, trainer: Any):
+            self.path = path
+            self.trainer = trainer
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.trainer._spade_t0 = time.perf_counter()
+            if state.is_world_process_zero:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                Path(self.path).write_text("")
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs:
+                return
+            row: dict[str, Any] = {"step": state.global_step}
+            row.update(namespaced(logs))
+            row.update(self._advantages())
+            with open(self.path, "a") as fh:
+                fh.write(json.dumps({k: _finite(v) for k, v in row.items()}) + "\n")
+            if "losses/loss" in row:
+                log.info("step %d/%d  loss %.4g  reward %.3g  grad_norm %.3g  %.0f tokens/s",
+                         state.global_step, state.max_steps, row["losses/loss"], row.get("rewards/mean") or 0,
+                         row.get("optim/grad_norm") or 0, row.get("perf/tokens_per_second") or 0)
+
+        def _advantages(self) -> dict[str, float]:
+            # The latest generation batch (all processes), padding rows left out.
+            adv = list(self.trainer._logs["advantages"])
+            rew = list(self.trainer._logs["rewards"].get("stored", []))
+            if rew and len(rew) == len(adv):
+                adv = [a for a, r in zip(adv, rew, strict=True) if not math.isnan(r)]
+            if not adv:
+                return {}
+            mean = sum(adv) / len(adv)
+            return {
+                "advantages/mean": mean,
+                "advantages/std": math.sqrt(sum((a - mean) ** 2 for a in adv) / len(adv)),
+                "advantages/abs_mean": sum(abs(a) for a in adv) / len(adv),
+                "advantages/max": max(adv),
+                "advantages/min": min(adv),
+            }
+
+    return SpadeGRPOTrainer, MetricsFile
+
+
+def _finite(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+# --------------------------------------------------------------------------- model
+
+
+def _use_bf16(cfg: TrainConfig) -> bool:
+    import torch
+
+    if cfg.bf16 is not None:
+        if cfg.bf16 and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
+            raise UsageError("--bf16 needs a GPU with bfloat16 support")
+        return cfg.bf16
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def load_policy(cfg: TrainConfig, bf16: bool) -> tuple[Any, Any, str]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kind = model_kind(cfg.model)
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    try:
+        if kind == "adapter":
+            from peft import AutoPeftModelForCausalLM
+
+            model = AutoPeftModelForCausalLM.from_pretrained(cfg.model, is_trainable=True, dtype=dtype)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+        tok_dir = cfg.model
+        if kind == "adapter" and not (Path(cfg.model) / "tokenizer_config.json").exists():
+            tok_dir = model.peft_config["default"].base_model_name_or_path
+        tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{cfg.model}: cannot load the model: {e}") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer, kind
+
+
+def _swap_ref_model(trainer: Any, cfg: TrainConfig, bf16: bool) -> None:
+    """Replace TRL's reference model (a copy of the starting policy) by --ref-model."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl.models.utils import prepare_deepspeed, prepare_fsdp
+
+    ref = AutoModelForCausalLM.from_pretrained(cfg.ref_model, dtype=torch.bfloat16 if bf16 else torch.float32)
+    ref.eval()
+    acc = trainer.accelerator
+    if trainer.is_deepspeed_enabled:
+        ref = prepare_deepspeed(ref, acc)
+    elif trainer.is_fsdp_enabled:
+        ref = prepare_fsdp(ref, acc)
+    else:
+        ref = acc.prepare_model(ref, evaluation_mode=True)
+    trainer.ref_model = ref
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def build_trainer(cfg: TrainConfig, groups: list[list[Sample]], work_dir: str) -> tuple[Any, dict, str]:
+    """A ready GRPOTrainer over stored samples (not yet trained), the batch plan, and the
+    kind of starting checkpoint ('full' or 'adapter')."""
+    import torch
+    from accelerate import PartialState
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOConfig
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented path
+    quiet_padding_warning()
+    state = PartialState(cpu=not torch.cuda.is_available())
+    plan = plan_batches(cfg, groups, state.num_processes)
+    bf16 = _use_bf16(cfg)
+    model, tokenizer, kind = load_policy(cfg, bf16)
+    max_completion = cfg.max_completion_length or max(len(s.completion_ids) for g in groups for s in g)
+    args = GRPOConfig(
+        output_dir=work_dir,
+        per_device_train_batch_size=plan["per_device"],
+        gradient_accumulation_steps=cfg.grad_accum,
+        num_generations=plan["group_size"],
+        num_iterations=cfg.epochs,
+        num_train_epochs=1,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        loss_type=cfg.loss_type,
+        beta=cfg.beta,
+        epsilon=cfg.epsilon,
+        epsilon_high=cfg.epsilon_high,
+        scale_rewards=cfg.scale_rewards,
+        temperature=cfg.temperature,
+        max_completion_length=max_completion,
+        importance_sampling_level="sequence" if cfg.loss_type == "luspo" else "token",
+        bf16=bf16,
+        use_cpu=not torch.cuda.is_available(),
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        logging_steps=cfg.logging_steps,
+        save_strategy="no",
+        report_to=[] if cfg.report_to == "none" else [cfg.report_to],
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        disable_tqdm=True,
+        log_completions=False,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,
+    )
+    peft_config = None
+    if cfg.lora_r > 0 and kind == "full":
+        targets = cfg.lora_target_modules
+        peft_config = LoraConfig(
+            r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, task_type="CAUSAL_LM",
+            target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
+        )
+    elif cfg.lora_r > 0:
+        log.info("continuing to train the adapter in %s (--lora-r applies to new adapters only)", cfg.model)
+    rollouts = StoredRollouts(groups, plan["group_size"])
+    dataset = Dataset.from_dict({"prompt": [str(i) for i in range(len(groups))]})
+    Trainer, MetricsFile = _make_trainer_class()
+    trainer = Trainer(
+        model=model,
+        reward_funcs=[stored_reward],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollouts,
+        peft_config=peft_config,
+    )
+    trainer._spade_tokens, trainer._spade_total, trainer._spade_t0 = 0, 0.0, time.perf_counter()
+    trainer._spade_rollouts = rollouts
+    # TRL's printer dumps every log dict to stdout; MetricsFile logs one compact line instead.
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(MetricsFile(cfg.metrics_path or str(Path(work_dir) / "metrics.jsonl"), trainer))
+    if cfg.ref_model:
+        _swap_ref_model(trainer, cfg, bf16)
+    plan["lora"] = peft_config is not None or kind == "adapter"
+    return trainer, plan, kind
+
+
+def run(cfg: TrainConfig) -> dict[str, Any] | None:
+    """Train one round. Every process calls this; the main process returns the result
+    (checkpoint path, steps, stats), the others None."""
+    import torch
+    from accelerate import PartialState
+
+    check_config(cfg)
+    state = PartialState(cpu=not torch.cuda.is_available())
+    groups, stats = load_groups(cfg)
+    out = Path(cfg.output_dir)
+    # Train into OUT.partial and rename at the end: OUT exists only once it is complete.
+    work = Path(f"{cfg.output_dir}.partial")
+    if state.is_main_process and work.exists():
+        shutil.rmtree(work)
+    state.wait_for_everyone()
+    trainer, plan, kind = build_trainer(cfg, groups, str(work))
+
+    t0 = time.perf_counter()
+    result = trainer.train()
+    seconds = time.perf_counter() - t0
+    tokenizer = trainer.processing_class
+    if plan["lora"] and cfg.lora_save == "adapter":
+        trainer.save_model(str(work))
+        fmt = "adapter"
+    elif plan["lora"]:
+        trainer.save_model(str(work / "adapter"))
+        fmt = "merged"
+    else:
+        trainer.save_model(str(work))
+        fmt = "full"
+    state.wait_for_everyone()
+    if not state.is_main_process:
+        return None
+    if fmt == "merged":
+        _merge_adapter(work / "adapter", work, tokenizer)
+    tokenizer.save_pretrained(str(work))
+    if cfg.report_to == "none":
+        shutil.rmtree(work / "runs", ignore_errors=True)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(work, out)
+    metrics = Path(cfg.metrics_path) if cfg.metrics_path else out / "metrics.jsonl"
+    info = {
+        "path": str(out.resolve()),
+        "base_model": str(Path(cfg.model).resolve()),
+        "role": cfg.role,
+        "format": fmt,
+        "metrics_path": str(metrics.resolve()),
+        "steps": int(result.global_step),
+        "samples": stats.samples,
+        "groups": stats.groups,
+        "group_size": plan["group_size"],
+        "left_out_groups": plan["left_out_groups"],
+        "padded_rows": trainer._spade_rollouts.padded * state.num_processes,
+        "skipped": dict(stats.skipped),
+        "truncated": {"prompts": stats.truncated_prompts, "completions": stats.truncated_completions},
+        "processes": state.num_processes,
+        "seconds": round(seconds, 3),
+        "train_loss": float(result.training_loss),
+    }
+    (out / "spade_train.json").write_text(json.dumps({"result": info, "config": cfg.__dict__}, indent=1))
+    return info
+
+
+def _merge_adapter(adapter_dir: Path, target: Path, tokenizer: Any) -> None:
+    """Fold the adapter into the base weights so vLLM / transformers load `target` as a
+    plain model; reloading from disk works the same after DeepSpeed/FSDP sharding."""
+    from peft import AutoPeftModelForCausalLM
+
+    merged = AutoPeftModelForCausalLM.from_pretrained(str(adapter_dir)).merge_and_unload()
+    merged.save_pretrained(str(target))
+    tokenizer.save_pretrained(str(target))

@@ -1,0 +1,254 @@
+"""Training samples from scored candidates: what spade-train feeds to GRPO.
+
+A *sample* is one stored generation with its reward: prompt token ids, completion token
+ids, an `env_mask` over the completion (1 = the model wrote this token, 0 = the
+environment did) and, when the engine gave them, the sampling logprobs. A *group* is
+the set of samples that share a prompt, so GRPO's baseline (the group mean) is fair:
+
+- designer: the G designs of one prompt (`candidate.group`), reward `score.reward`
+  (the regret for a valid environment, the invalid-design penalty otherwise);
+- agent: the K no-hint episodes of one environment (the candidate), reward = the
+  episode `return`. Hinted episodes are a measuring stick and are used only with
+  `include_hinted` (as their own groups: their prompt differs by the hint).
+
+Documented skips (counted in `BuildStats`, logged, never silent):
+- groups with fewer than two samples (no baseline),
+- groups whose rewards are all equal (zero advantage everywhere: GRPO learns nothing
+  from them; this is DAPO's "dynamic sampling" filter),
+- agent episodes that ended in `env_error` (the reward says nothing about the agent),
+- samples with no model token (an all-zero env_mask).
+Missing or malformed token ids are errors naming FILE:LINE, not skips.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import DataError, UsageError
+from ..recordio import RecordReader
+
+ROLES = ("designer", "agent", "both")
+
+
+@dataclass
+class Sample:
+    role: str  # "designer" | "agent"
+    group: str
+    source: str  # candidate id (+ episode position), for error messages and logs
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    env_mask: list[int]
+    logprobs: list[float | None] | None
+    reward: float
+
+
+@dataclass
+class BuildStats:
+    candidates: int = 0
+    samples: int = 0
+    groups: dict[str, int] = field(default_factory=lambda: {"designer": 0, "agent": 0})
+    skipped: Counter = field(default_factory=Counter)
+    truncated_prompts: int = 0
+    truncated_completions: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "candidates": self.candidates,
+            "samples": self.samples,
+            "groups": dict(self.groups),
+            "skipped": dict(self.skipped),
+            "truncated_prompts": self.truncated_prompts,
+            "truncated_completions": self.truncated_completions,
+        }
+
+
+def _ids(value: Any, what: str, reader: RecordReader, allow_empty: bool = False) -> list[int]:
+    if value is None:
+        raise reader.error(f"{what} is missing (records need token ids to train on)")
+    if not isinstance(value, list) or not all(type(t) is int and t >= 0 for t in value):
+        raise reader.error(f"{what} must be a list of non-negative integers")
+    if not value and not allow_empty:
+        raise reader.error(f"{what} is empty")
+    return value
+
+
+def _logprobs(value: Any, n: int, mask: list[int], what: str, reader: RecordReader) -> list | None:
+    """Stored logprobs aligned to the completion. Engines may store one per completion
+    token (env tokens null/0) or one per model token only; both are accepted."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(v is None or isinstance(v, (int, float)) for v in value):
+        raise reader.error(f"{what} must be a list of numbers")
+    if len(value) == n:
+        return [None if v is None else float(v) for v in value]
+    if len(value) == sum(mask):
+        it = iter(value)
+        return [(None if (v := next(it)) is None else float(v)) if m else None for m in mask]
+    raise reader.error(
+        f"{what} has {len(value)} entries; expected one per completion token ({n}) "
+        f"or per model token ({sum(mask)})"
+    )
+
+
+def _reward(value: Any, what: str, reader: RecordReader) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise reader.error(f"{what} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Sample | None:
+    design = rec.get("design")
+    if not isinstance(design, dict):
+        stats.skipped["no_design"] += 1  # replayed / library candidates were not designed this round
+        return None
+    score = rec.get("score")
+    if not isinstance(score, dict) or "reward" not in score:
+        raise reader.error("candidate has no score.reward: run spade-regret before spade-train")
+    if not rec.get("group"):
+        raise reader.error("candidate has no group: designer samples are grouped by the prompt they share")
+    prompt = _ids(design.get("prompt_ids"), "design.prompt_ids", reader)
+    completion = _ids(design.get("completion_ids"), "design.completion_ids", reader)
+    mask = [1] * len(completion)
+    return Sample(
+        role="designer",
+        group=f"designer:{rec['group']}",
+        source=str(rec.get("id")),
+        prompt_ids=prompt,
+        completion_ids=completion,
+        env_mask=mask,
+        logprobs=_logprobs(design.get("logprobs"), len(completion), mask, "design.logprobs", reader),
+        reward=_reward(score["reward"], "score.reward", reader),
+    )
+
+
+def _agent_samples(rec: dict, reader: RecordReader, stats: BuildStats, include_hinted: bool) -> list[Sample]:
+    rollouts = rec.get("rollouts")
+    if not isinstance(rollouts, dict):
+        stats.skipped["no_rollouts"] += 1  # invalid designs are never rolled out
+        return []
+    out = []
+    for cond in ("nohint", "hint") if include_hinted else ("nohint",):
+        episodes = rollouts.get(cond) or []
+        if not isinstance(episodes, list):
+            raise reader.error(f"rollouts.{cond} must be a list of episodes")
+        for j, ep in enumerate(episodes):
+            what = f"rollouts.{cond}[{j}]"
+            if not isinstance(ep, dict):
+                raise reader.error(f"{what} must be an object")
+            if ep.get("stop") == "env_error":
+                stats.skipped["env_error_episode"] += 1
+                continue
+            prompt = _ids(ep.get("prompt_ids"), f"{what}.prompt_ids", reader)
+            completion = _ids(ep.get("completion_ids"), f"{what}.completion_ids", reader)
+            mask = ep.get("env_mask")
+            if mask is None:
+                raise reader.error(f"{what}.env_mask is missing (multi-turn episodes need it)")
+            if not isinstance(mask, list) or len(mask) != len(completion) or any(m not in (0, 1) for m in mask):
+                raise reader.error(f"{what}.env_mask must be 0/1 values, one per completion token")
+            if not any(mask):
+                stats.skipped["no_model_tokens"] += 1
+                continue
+            out.append(
+                Sample(
+                    role="agent",
+                    group=f"agent:{rec.get('id')}:{cond}",
+                    source=f"{rec.get('id')}:{cond}[{j}]",
+                    prompt_ids=prompt,
+                    completion_ids=completion,
+                    env_mask=[int(m) for m in mask],
+                    logprobs=_logprobs(ep.get("logprobs"), len(completion), mask, f"{what}.logprobs", reader),
+                    reward=_reward(ep.get("return"), f"{what}.return", reader),
+                )
+            )
+    return out
+
+
+def _truncate(s: Sample, max_prompt: int | None, max_completion: int | None, stats: BuildStats) -> None:
+    # Prompts keep their end (the latest context); completions keep their start (what the
+    # model did first, which the reward mostly reflects) and are masked past the limit.
+    if max_prompt is not None and len(s.prompt_ids) > max_prompt:
+        s.prompt_ids = s.prompt_ids[-max_prompt:]
+        stats.truncated_prompts += 1
+    if max_completion is not None and len(s.completion_ids) > max_completion:
+        s.completion_ids = s.completion_ids[:max_completion]
+        s.env_mask = s.env_mask[:max_completion]
+        if s.logprobs is not None:
+            s.logprobs = s.logprobs[:max_completion]
+        stats.truncated_completions += 1
+
+
+def read_groups(
+    inputs: list[str],
+    role: str = "both",
+    include_hinted: bool = False,
+    max_prompt_length: int | None = None,
+    max_completion_length: int | None = None,
+) -> tuple[list[list[Sample]], BuildStats]:
+    """Read candidate records into groups of samples, in first-seen order."""
+    if role not in ROLES:
+        raise UsageError(f"--role must be one of {', '.join(ROLES)}, got {role!r}")
+    reader = RecordReader(inputs, kind="candidate")
+    stats = BuildStats()
+    groups: dict[str, list[Sample]] = {}
+    for rec in reader:
+        stats.candidates += 1
+        found: list[Sample] = []
+        if role in ("designer", "both"):
+            s = _designer_sample(rec, reader, stats)
+            if s is not None:
+                found.append(s)
+        if role in ("agent", "both"):
+            found.extend(_agent_samples(rec, reader, stats, include_hinted))
+        for s in found:
+            _truncate(s, max_prompt_length, max_completion_length, stats)
+            if not any(s.env_mask):
+                stats.skipped["no_model_tokens"] += 1
+                continue
+            groups.setdefault(s.group, []).append(s)
+    if stats.candidates == 0:
+        raise DataError("no candidate records in the input")
+    kept = []
+    for members in groups.values():
+        if len(members) < 2:
+            stats.skipped["singleton_group"] += 1
+            continue
+        rewards = [m.reward for m in members]
+        if max(rewards) - min(rewards) <= 1e-9:
+            stats.skipped["flat_reward_group"] += 1
+            continue
+        kept.append(members)
+    for members in kept:
+        stats.groups[members[0].role] += 1
+        stats.samples += len(members)
+    if not kept:
+        raise DataError(
+            f"nothing to train on: {stats.candidates} candidates gave no group with at least two "
+            f"samples and a reward spread (skipped: {dict(stats.skipped) or 'none'}; role {role})"
+        )
+    return kept, stats
+
+
+def mix_groups(groups: list[list[Sample]], designer_fraction: float | None, seed: int) -> list[list[Sample]]:
+    """Subsample the more plentiful role so designer groups make up `designer_fraction`
+    of all groups. None keeps every group (the natural ratio of the round)."""
+    if designer_fraction is None:
+        return groups
+    if not 0.0 < designer_fraction < 1.0:
+        raise UsageError("--designer-fraction must lie strictly between 0 and 1")
+    des = [g for g in groups if g[0].role == "designer"]
+    agt = [g for g in groups if g[0].role == "agent"]
+    if not des or not agt:
+        raise UsageError("--designer-fraction needs both designer and agent groups (use --role both)")
+    rng = random.Random(seed)
+    # Keep all of the scarcer role; sample the other down to the requested share.
+    want_des = round(len(agt) * designer_fraction / (1 - designer_fraction))
+    if want_des <= len(des):
+        des = rng.sample(des, max(1, want_des))
+    else:
+        agt = rng.sample(agt, max(1, round(len(des) * (1 - designer_fraction) / designer_fraction)))
+    keep = {id(g) for g in des + agt}
+    return [g for g in groups if id(g) in keep]

@@ -1,0 +1,403 @@
+"""spade-train: sample building, bad input, real learning, masking, data parallel, checkpoints.
+
+Token ids come from the tiny model's tokenizer; samples are made by hand so every test
+knows which completions deserve to rise and which to fall.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from spade_cli.errors import DataError, UsageError
+from spade_cli.train.samples import mix_groups, read_groups
+
+# --------------------------------------------------------------------------- records
+
+
+def _cand(cid: str, group: str, **fields) -> dict:
+    return {"kind": "candidate", "v": 1, "id": cid, "parents": [], "round": 0, "group": group, **fields}
+
+
+def designer(cid, group, prompt, completion, reward, logprobs=None):
+    design = {"prompt_ids": prompt, "completion_ids": completion}
+    if logprobs is not None:
+        design["logprobs"] = logprobs
+    return _cand(cid, group, origin="design", design=design,
+                 score={"valid": True, "reward": reward, "regret": reward})
+
+
+def episode(prompt, segments, ret, stop="terminated"):
+    """segments: [(ids, is_model)]; the env_mask marks the model's own tokens."""
+    comp, mask = [], []
+    for ids, is_model in segments:
+        comp += ids
+        mask += [int(is_model)] * len(ids)
+    return {"seed": 0, "prompt_ids": prompt, "completion_ids": comp, "env_mask": mask,
+            "return": ret, "stop": stop, "turns": []}
+
+
+def agent(cid, nohint, hint=()):
+    return _cand(cid, "g-" + cid, origin="replay", design=None,
+                 rollouts={"k": len(nohint), "nohint": list(nohint), "hint": list(hint)})
+
+
+def write(path: Path, records) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+# --------------------------------------------------------------------------- sample building (no model)
+
+
+def test_groups_by_role_and_hint_flag(tmp_path):
+    recs = [designer(f"d{i}", "g1", [1, 2], [3, 4 + i], float(i)) for i in range(3)]
+    recs.append(agent("e1", [episode([5], [([6], 1), ([7, 8], 0), ([9], 1)], r) for r in (0.0, 1.0)],
+                      hint=[episode([5, 50], [([6], 1)], r) for r in (1.0, 0.0)]))
+    f = write(tmp_path / "c.jsonl", recs)
+    groups, stats = read_groups([str(f)], role="both")
+    assert [(g[0].role, len(g)) for g in groups] == [("designer", 3), ("agent", 2)]
+    assert groups[1][0].env_mask == [1, 0, 0, 1] and groups[1][1].reward == 1.0
+    assert stats.skipped["no_rollouts"] == 3 and stats.skipped["no_design"] == 1
+    assert [g[0].role for g in read_groups([str(f)], role="designer")[0]] == ["designer"]
+    hinted, _ = read_groups([str(f)], role="agent", include_hinted=True)
+    assert [g[0].group for g in hinted] == ["agent:e1:nohint", "agent:e1:hint"]
+
+
+def test_skips_are_counted_and_all_skipped_is_an_error(tmp_path):
+    recs = [designer(f"d{i}", "flat", [1], [2, i], 0.5) for i in range(3)]  # zero advantage
+    recs.append(designer("alone", "single", [1], [2], 1.0))  # a group of one
+    recs += [designer(f"x{i}", "ok", [1], [3, i], float(i)) for i in range(2)]
+    f = write(tmp_path / "c.jsonl", recs)
+    groups, stats = read_groups([str(f)], role="designer")
+    assert len(groups) == 1 and stats.skipped == {"flat_reward_group": 1, "singleton_group": 1}
+    f2 = write(tmp_path / "flat.jsonl", recs[:4])
+    with pytest.raises(DataError, match="nothing to train on.*flat_reward_group"):
+        read_groups([str(f2)], role="designer")
+
+
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        (lambda r: r["design"].pop("completion_ids"), "design.completion_ids is missing"),
+        (lambda r: r["design"].update(prompt_ids=["a"]), "prompt_ids must be a list of non-negative"),
+        (lambda r: r.pop("score"), "no score.reward"),
+        (lambda r: r["design"].update(logprobs=[0.1]), "logprobs has 1 entries"),
+    ],
+)
+def test_bad_records_name_file_and_line(tmp_path, broken, message):
+    recs = [designer(f"d{i}", "g", [1], [2, 3], float(i)) for i in range(3)]
+    broken(recs[2])
+    f = write(tmp_path / "bad.jsonl", recs)
+    with pytest.raises(DataError, match=message) as e:
+        read_groups([str(f)], role="designer")
+    assert "bad.jsonl:3" in str(e.value)
+
+
+def test_agent_episode_needs_env_mask(tmp_path):
+    ep = episode([1], [([2], 1)], 1.0)
+    del ep["env_mask"]
+    f = write(tmp_path / "a.jsonl", [agent("e", [episode([1], [([2], 1)], 0.0), ep])])
+    with pytest.raises(DataError, match=r"a.jsonl:1: .*env_mask is missing"):
+        read_groups([str(f)], role="agent")
+
+
+def test_mixing_ratio_subsamples_the_plentiful_role(tmp_path):
+    recs = []
+    for g in range(6):
+        recs += [designer(f"d{g}{i}", f"g{g}", [1], [2, i], float(i)) for i in range(2)]
+    for a in range(2):
+        recs.append(agent(f"e{a}", [episode([1], [([2], 1)], r) for r in (0.0, 1.0)]))
+    groups, _ = read_groups([str(write(tmp_path / "m.jsonl", recs))], role="both")
+    mixed = mix_groups(groups, 0.5, seed=0)
+    assert sorted(g[0].role for g in mixed) == ["agent", "agent", "designer", "designer"]
+    assert len(mix_groups(groups, None, seed=0)) == 8
+    with pytest.raises(UsageError):
+        mix_groups(groups, 1.5, seed=0)
+
+
+def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):
+    f = write(tmp_path / "c.jsonl", [designer(f"d{i}", "g", [1], [2, i], float(i)) for i in range(2)])
+    (tmp_path / "notamodel").mkdir()
+    r = cli("train", f, "--model", tmp_path / "notamodel", "--output-dir", tmp_path / "out")
+    assert r.returncode == 2 and b"not a model: no config.json" in r.stderr, r.stderr
+    assert r.stdout == b""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    r = cli("train", f, "--model", tmp_path / "m", "--output-dir", tmp_path / "out")
+    assert r.returncode == 2 and b"no weights" in r.stderr
+    r = cli("train", "-", "--model", tmp_path / "m", "--output-dir", tmp_path / "out")
+    assert r.returncode == 2  # the model is checked first, before reading anything
+
+
+# --------------------------------------------------------------------------- training (tiny model)
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model)
+
+
+def _enc(tok, text):
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+POS = ["class Maze(gym.Env): pass", "def step(self, action): return 1"]
+NEG = ["import os; os.system('x')", "while True: print('loop')"]
+
+
+def round_records(tok) -> list[dict]:
+    """Two designer groups and two agent groups; positives and negatives alternate."""
+    eos = tok.eos_token_id
+    recs = []
+    for g in range(2):
+        prompt = _enc(tok, f"Design environment number {g}.")
+        texts = [(POS[0], 1.0), (NEG[0], 0.0), (POS[1], 1.0), (NEG[1], 0.0)]
+        recs += [designer(f"d{g}{i}", f"g{g}", prompt, _enc(tok, t) + [eos], r) for i, (t, r) in enumerate(texts)]
+    for a in range(2):
+        prompt = _enc(tok, f"You stand in room {a}. Find the key.")
+        obs = _enc(tok, " You see a table.")
+        eps = [episode(prompt, [(_enc(tok, "look"), 1), (obs, 0), (_enc(tok, x), 1)], r)
+               for x, r in (("take key", 1.0), ("sleep", 0.0), ("take key", 1.0), ("sleep", 0.0))]
+        recs.append(agent(f"e{a}", eps))
+    return recs
+
+
+def seq_logprob(model, prompt, completion, mask):
+    import torch
+
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+    lp = torch.log_softmax(logits, -1).gather(1, torch.tensor(completion)[:, None])[:, 0]
+    return float((lp * torch.tensor(mask, dtype=torch.float)).sum())
+
+
+TRAIN_ARGS = ["--role", "both", "--lr", "3e-3", "--epochs", "3", "--seed", "1", "--max-grad-norm", "100"]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_model, tok, tmp_path_factory):
+    """One real single-process spade-train run through the CLI."""
+    from conftest import run_cli
+
+    d = tmp_path_factory.mktemp("train")
+    data = write(d / "round.jsonl", round_records(tok))
+    r = run_cli("train", data, "--model", tiny_model, "--output-dir", d / "ckpt",
+                "--per-device-batch-size", "8", *TRAIN_ARGS, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    return {"dir": d, "data": data, "proc": r}
+
+
+def test_cli_writes_checkpoint_record_and_metrics(trained):
+    lines = trained["proc"].stdout.decode().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert rec["kind"] == "checkpoint" and rec["format"] == "full" and rec["processes"] == 1
+    assert rec["steps"] == 6 and rec["samples"] == 16 and rec["groups"] == {"designer": 2, "agent": 2}
+    assert Path(rec["path"]) == (trained["dir"] / "ckpt").resolve()
+    assert not (trained["dir"] / "ckpt.partial").exists()
+    rows = [json.loads(x) for x in Path(rec["metrics_path"]).read_text().splitlines()]
+    step_rows = [x for x in rows if "losses/loss" in x]
+    assert len(step_rows) == 6
+    for key in ("losses/loss", "optim/grad_norm", "rewards/mean", "advantages/abs_mean",
+                "perf/tokens_per_second", "policy/clip_ratio/region_mean"):
+        assert key in step_rows[0], key
+    assert all("/" in k or k == "step" for k in step_rows[0])
+    assert step_rows[0]["rewards/mean"] == pytest.approx(0.5)
+    assert rows[-1]["perf/tokens_per_second"] > 0
+
+
+def test_learning_is_real(trained, tiny_model, tok):
+    """After training, completions with positive advantage gained logprob, negative lost."""
+    from transformers import AutoModelForCausalLM
+
+    before = AutoModelForCausalLM.from_pretrained(tiny_model)
+    after = AutoModelForCausalLM.from_pretrained(trained["dir"] / "ckpt")
+    groups, _ = read_groups([str(trained["data"])], role="both")
+    moved = {"pos": [], "neg": []}
+    for g in groups:
+        for s in g:
+            delta = (seq_logprob(after, s.prompt_ids, s.completion_ids, s.env_mask)
+                     - seq_logprob(before, s.prompt_ids, s.completion_ids, s.env_mask))
+            moved["pos" if s.reward > 0.5 else "neg"].append(delta)
+    assert all(d > 0 for d in moved["pos"]), moved
+    assert all(d < 0 for d in moved["neg"]), moved
+
+
+def test_checkpoint_loads_and_generates(trained):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = trained["dir"] / "ckpt"
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tokz = AutoTokenizer.from_pretrained(path)
+    ids = torch.tensor([tokz("class", add_special_tokens=False)["input_ids"]])
+    out = model.generate(ids, max_new_tokens=5, do_sample=False)
+    assert out.shape[1] > ids.shape[1]
+
+    from spade_cli.engines import Sampling, load_engine
+
+    engine = load_engine(str(path), engine="hf")
+    gen = engine.generate([engine.chat_ids([{"role": "user", "content": "hi"}])],
+                          Sampling(max_tokens=5, seed=0))[0]
+    assert 0 < len(gen.completion_ids) <= 5
+
+
+def test_environment_tokens_get_no_gradient(tiny_model, tok, tmp_path):
+    """Through TRL's own loss: the positions that predict environment tokens get exactly
+    zero gradient, those that predict model tokens do not; and changing the environment tokens at the end
+    of a trajectory leaves the parameter gradient unchanged (a control shows the same change
+    on tokens marked as the model's does change it)."""
+    import torch
+
+    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.grpo import build_trainer
+
+    prompt = _enc(tok, "Find the key.")
+    act, obs_a = _enc(tok, "take key"), _enc(tok, " You win, the door opens.")
+    obs_b = [(t + 1) % tok.vocab_size for t in obs_a]
+    assert len(act) >= 2 and obs_a != obs_b
+
+    def backward(segments_of):
+        eps = [episode(prompt, segments_of(k), float(k % 2)) for k in range(2)]
+        f = write(tmp_path / "a.jsonl", [agent("e", eps)])
+        cfg = TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="agent")
+        groups, _ = read_groups(cfg.inputs, role="agent")
+        trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+        seen = []
+        # TRL scores tokens with a fused lm-head, so watch the final norm's output instead:
+        # after it nothing mixes positions, so its gradient at row t is the gradient of the
+        # logits that predict token t+1.
+        def keep(module, args, out):
+            out.retain_grad()
+            seen.append(out)
+
+        trainer.model.get_decoder().norm.register_forward_hook(keep)
+        inputs = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        trainer.model.zero_grad()
+        trainer.compute_loss(trainer.model, inputs).backward()
+        grad = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+        return inputs, seen[-1].grad, grad
+
+    # Environment tokens in the middle of the trajectory.
+    inputs, hidden_grad, _ = backward(lambda k: [(act[:1], 1), (obs_a, 0), (act[: k + 1], 1)])
+    p_len = inputs["prompt_ids"].shape[1]
+    # The mask the episodes define (rows may be shuffled: rebuild it from each row's length).
+    mask = torch.zeros_like(inputs["completion_mask"])
+    for row, n in enumerate(inputs["completion_mask"].sum(1).tolist()):
+        mask[row, :n] = torch.tensor([1] + [0] * len(obs_a) + [1] * (n - 1 - len(obs_a)))
+    mask[inputs["completion_mask"] == 0] = -1  # padding: neither
+    per_pos = hidden_grad.abs().sum(-1)[:, p_len - 1 : p_len - 1 + mask.shape[1]]  # row t predicts token t+1
+    assert per_pos[mask == 0].max() == 0
+    assert (per_pos[mask == 1] > 0).all()
+
+    # Environment tokens after the last model token: their content does not matter.
+    _, _, grad_a = backward(lambda k: [(act[: k + 1], 1), (obs_a, 0)])
+    _, _, grad_b = backward(lambda k: [(act[: k + 1], 1), (obs_b, 0)])
+    assert grad_a.abs().sum() > 0 and torch.equal(grad_a, grad_b)
+    _, _, grad_c = backward(lambda k: [(act[: k + 1], 1), (obs_a, 1)])
+    _, _, grad_d = backward(lambda k: [(act[: k + 1], 1), (obs_b, 1)])
+    assert not torch.allclose(grad_c, grad_d)
+
+
+@pytest.mark.slow
+def test_two_processes_match_one(trained, tiny_model):
+    """`--num-processes 2` (gloo, two real processes) gives the same losses, gradient
+    norms and weights as one process with twice the per-device batch."""
+    import torch
+    from safetensors.torch import load_file
+
+    from conftest import run_cli
+
+    d = trained["dir"]
+    r = run_cli("train", trained["data"], "--model", tiny_model, "--output-dir", d / "ckpt2",
+                "--per-device-batch-size", "4", "--num-processes", "2", *TRAIN_ARGS, timeout=900)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    rec = json.loads(r.stdout)
+    assert rec["processes"] == 2
+    one = [json.loads(x) for x in (d / "ckpt" / "metrics.jsonl").read_text().splitlines()]
+    two = [json.loads(x) for x in (d / "ckpt2" / "metrics.jsonl").read_text().splitlines()]
+    for a, b in zip(one[:-1], two[:-1], strict=True):
+        assert a["losses/loss"] == pytest.approx(b["losses/loss"], rel=1e-4, abs=1e-6)
+        assert a["optim/grad_norm"] == pytest.approx(b["optim/grad_norm"], rel=1e-4)
+    w0 = load_file(Path(tiny_model) / "model.safetensors")
+    w1, w2 = load_file(d / "ckpt" / "model.safetensors"), load_file(d / "ckpt2" / "model.safetensors")
+    # Adam divides tiny gradients by tiny second moments, so gloo's different summation
+    # order shows up in the weights at the 1e-4 level; the updates themselves are ~1e-2.
+    between = max(float((w1[k] - w2[k]).abs().max()) for k in w1)
+    update = max(float((w1[k] - w0[k]).abs().max()) for k in w1)
+    assert between < 0.05 * update, (between, update)
+
+
+@pytest.mark.slow
+def test_lora_adapter_then_next_round(tiny_model, tok, tmp_path):
+    """Round 1 saves a LoRA adapter; round 2 continues it and saves merged weights that
+    load as a plain transformers model, different from the base."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.grpo import run
+
+    data = write(tmp_path / "r.jsonl", round_records(tok))
+    common = dict(inputs=[str(data)], role="designer", learning_rate=1e-2, lora_r=4, per_device_batch_size=8)
+    info1 = run(TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "r1"), lora_save="adapter", **common))
+    assert info1["format"] == "adapter"
+    assert (tmp_path / "r1" / "adapter_config.json").exists() and not (tmp_path / "r1" / "config.json").exists()
+    info2 = run(TrainConfig(model=str(tmp_path / "r1"), output_dir=str(tmp_path / "r2"), **common))
+    assert info2["format"] == "merged" and (tmp_path / "r2" / "adapter" / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "r2")
+    assert not any("lora" in n for n, _ in merged.named_parameters())
+    base, new = load_file(Path(tiny_model) / "model.safetensors"), load_file(tmp_path / "r2" / "model.safetensors")
+    assert max(float((base[k] - new[k]).abs().max()) for k in base if k in new) > 0
+
+
+# --------------------------------------------------------------------------- launching
+
+
+def test_launch_command_uses_gloo_multi_process_not_cpu_flag():
+    from spade_cli.train.launch import launch_command
+
+    cmd = launch_command("s.json", "r.json", 2, gpu=False, main_process_port=1234)
+    assert "--multi_gpu" in cmd and "--cpu" not in cmd
+    assert cmd[cmd.index("--num_processes") + 1] == "2"
+    assert cmd[-3:] == ["spade_cli.train.launch", "s.json", "r.json"]
+    multi = launch_command("s.json", "r.json", 16, accelerate_config="z.yaml", num_machines=2,
+                           machine_rank=1, main_process_ip="node0", main_process_port=29500, gpu=True)
+    assert "--multi_gpu" not in multi and multi[multi.index("--config_file") + 1] == "z.yaml"
+    for flag, value in (("--machine_rank", "1"), ("--main_process_ip", "node0"), ("--num_machines", "2")):
+        assert multi[multi.index(flag) + 1] == value
+
+
+@pytest.mark.parametrize("name, kind", [("zero2", "DEEPSPEED"), ("zero3", "DEEPSPEED"), ("fsdp", "FSDP")])
+def test_shipped_accelerate_configs_parse(name, kind):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "accelerate" / f"{name}.yaml"
+    cfg = load_config_from_file(str(path))
+    assert cfg.distributed_type.value == kind and not cfg.use_cpu
+    if name == "zero3":
+        assert cfg.deepspeed_config["zero3_save_16bit_model"] is True
+    if name == "fsdp":
+        assert cfg.fsdp_config["fsdp_state_dict_type"] == "FULL_STATE_DICT"
+
+
+@pytest.mark.gpu
+def test_bf16_training_on_gpu(tiny_model, tok, tmp_path):
+    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.grpo import run
+
+    data = write(tmp_path / "r.jsonl", round_records(tok))
+    info = run(TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "g"), inputs=[str(data)],
+                           per_device_batch_size=8, learning_rate=1e-3))
+    assert info["steps"] == 2
+    cfg = json.loads((tmp_path / "g" / "spade_train.json").read_text())
+    assert cfg["result"]["format"] == "full"
