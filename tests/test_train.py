@@ -7,6 +7,8 @@ knows which completions deserve to rise and which to fall.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -16,6 +18,12 @@ from spade_cli.errors import DataError, UsageError
 from spade_cli.train.samples import mix_groups, read_groups
 
 # --------------------------------------------------------------------------- records
+
+
+def run_cli(command, *args, timeout=600):
+    # conftest's run_cli, usable from module-scoped fixtures (conftest set PYTHONPATH).
+    return subprocess.run([sys.executable, "-m", "spade_cli", command, *map(str, args)],
+                          input=b"", capture_output=True, timeout=timeout)
 
 
 def _cand(cid: str, group: str, **fields) -> dict:
@@ -129,8 +137,12 @@ def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):
     (tmp_path / "m" / "config.json").write_text("{}")
     r = cli("train", f, "--model", tmp_path / "m", "--output-dir", tmp_path / "out")
     assert r.returncode == 2 and b"no weights" in r.stderr
-    r = cli("train", "-", "--model", tmp_path / "m", "--output-dir", tmp_path / "out")
-    assert r.returncode == 2  # the model is checked first, before reading anything
+    r = cli("train", "-", "--model", tmp_path / "m", "--output-dir", tmp_path / "out",
+            input=b'{"kind": "candidate", "id": "c", "design": {"prompt_ids": [1]}, "score": {"reward": 1}, "group": "g"}\n')
+    assert r.returncode == 3 and b"<stdin>:1: design.completion_ids is missing" in r.stderr, r.stderr
+    flat = b"".join(orjson.dumps(designer(f"d{i}", "g", [1], [2, i], 0.0)) + b"\n" for i in range(3))
+    r = cli("train", "--model", tmp_path / "m", "--output-dir", tmp_path / "out", input=flat)
+    assert r.returncode == 3 and b"nothing to train on" in r.stderr and b"flat_reward_group" in r.stderr
 
 
 # --------------------------------------------------------------------------- training (tiny model)
@@ -184,8 +196,6 @@ TRAIN_ARGS = ["--role", "both", "--lr", "3e-3", "--epochs", "3", "--seed", "1", 
 @pytest.fixture(scope="module")
 def trained(tiny_model, tok, tmp_path_factory):
     """One real single-process spade-train run through the CLI."""
-    from conftest import run_cli
-
     d = tmp_path_factory.mktemp("train")
     data = write(d / "round.jsonl", round_records(tok))
     r = run_cli("train", data, "--model", tiny_model, "--output-dir", d / "ckpt",
@@ -312,10 +322,7 @@ def test_environment_tokens_get_no_gradient(tiny_model, tok, tmp_path):
 def test_two_processes_match_one(trained, tiny_model):
     """`--num-processes 2` (gloo, two real processes) gives the same losses, gradient
     norms and weights as one process with twice the per-device batch."""
-    import torch
     from safetensors.torch import load_file
-
-    from conftest import run_cli
 
     d = trained["dir"]
     r = run_cli("train", trained["data"], "--model", tiny_model, "--output-dir", d / "ckpt2",

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from ..cli import Config, Inputs, Quiet, Seed, Verbose, entry, log, make_app, open_output
-from ..errors import UsageError
+from ..errors import DataError, UsageError
 from ..records import make_id, new_record
 from ..train.config import TrainConfig
 
@@ -78,10 +78,6 @@ def train(
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
-    if not model:
-        raise UsageError("--model is required (the checkpoint the round's samples came from)")
-    if not output_dir:
-        raise UsageError("--output-dir is required")
     if report_to not in ("none", "tensorboard", "wandb"):
         raise UsageError("--report-to must be tensorboard, wandb or none")
     if num_processes < 1:
@@ -90,8 +86,8 @@ def train(
         model=model, output_dir=output_dir, inputs=list(inputs or ["-"]), role=role,
         include_hinted=include_hinted, designer_fraction=designer_fraction, group_size=group_size,
         loss_type=loss_type, beta=beta, ref_model=ref_model, epsilon=epsilon, epsilon_high=epsilon_high,
-        scale_rewards=scale_rewards, learning_rate=lr, temperature=temperature, epochs=epochs, per_device_batch_size=batch_size,
-        grad_accum=grad_accum, max_prompt_length=max_prompt_length,
+        scale_rewards=scale_rewards, learning_rate=lr, temperature=temperature, epochs=epochs,
+        per_device_batch_size=batch_size, grad_accum=grad_accum, max_prompt_length=max_prompt_length,
         max_completion_length=max_completion_length, max_grad_norm=max_grad_norm,
         weight_decay=weight_decay, warmup_ratio=warmup_ratio, lr_scheduler=lr_scheduler,
         gradient_checkpointing=gradient_checkpointing, bf16=bf16, lora_r=lora_r,
@@ -101,17 +97,28 @@ def train(
     )
     from ..train.grpo import check_config, load_groups, plan_batches
 
-    # Check everything cheap before starting processes: bad data fails here with FILE:LINE.
-    check_config(cfg)
     spool = None
     if "-" in cfg.inputs:
-        # Every worker reads the inputs, and only one process can read stdin.
+        # Every worker (and the in-process run) reads the inputs again, and stdin can be
+        # read only once: keep a copy in a file.
         spool = tempfile.NamedTemporaryFile(prefix="spade-train-", suffix=".jsonl", delete=False)
         shutil.copyfileobj(sys.stdin.buffer, spool)
         spool.close()
         cfg.inputs = [spool.name if p == "-" else p for p in cfg.inputs]
     try:
-        groups, stats = load_groups(cfg)
+        # Check everything cheap before loading a model or starting processes: bad data
+        # fails here with FILE:LINE, then a missing or bad model.
+        try:
+            groups, stats = load_groups(cfg)
+        except DataError as e:
+            if spool is not None and e.path == spool.name:
+                raise DataError(e.problem, "<stdin>", e.line) from None
+            raise
+        if not model:
+            raise UsageError("--model is required (the checkpoint the round's samples came from)")
+        if not output_dir:
+            raise UsageError("--output-dir is required")
+        check_config(cfg)
         plan = plan_batches(cfg, groups, num_processes)
         log.info(
             "%d groups (designer %d, agent %d), %d samples, group size %d, %d optimizer steps; skipped %s",
