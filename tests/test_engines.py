@@ -48,6 +48,15 @@ def test_missing_model_is_resource_error(tmp_path):
         load_engine(str(tmp_path / "absent"), "hf")
 
 
+def test_missing_vllm_is_resource_error(tiny_model):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    with pytest.raises(ResourceError, match="vllm"):
+        load_engine(str(tiny_model), "vllm")
+
+
 def test_hf_chat_records_complete_and_ids_consistent(hf):
     s = Sampling(temperature=1.0, max_tokens=16, seed=7)
     gens = hf.chat(CONVS, s)

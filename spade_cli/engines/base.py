@@ -82,6 +82,12 @@ def parse_tool_calls(text: str) -> list[dict]:
     return calls
 
 
+def first_line(err: BaseException) -> str:
+    """Library errors often span lines; the toolchain reports one."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
 def as_list(sampling: Sampling | list[Sampling], n: int) -> list[Sampling]:
     if isinstance(sampling, Sampling):
         return [sampling] * n

@@ -18,11 +18,12 @@ depends on which other requests share its batch.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict
 
 from ..errors import ResourceError
 from ..records import stable_hash
-from .base import Engine, Generation, Sampling, as_list, cut_at_stop
+from .base import Engine, Generation, Sampling, as_list, cut_at_stop, first_line
 
 log = logging.getLogger("spade")
 
@@ -46,11 +47,12 @@ class HFEngine(Engine):
                 model, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
             )
         except OSError as e:
-            raise ResourceError(f"cannot load model {model!r}: {e}") from None
+            raise ResourceError(f"cannot load model {model!r}: {first_line(e)}") from None
         tokenizer.padding_side = "left"
         self.lm = lm.to(device).eval()
         self.device = device
         self.max_batch_size = max(1, int(max_batch_size))
+        self._lock = threading.Lock()
         ctx = max_model_len or getattr(lm.config, "max_position_embeddings", None)
         super().__init__(model, tokenizer, ctx)
         gen_eos = lm.generation_config.eos_token_id if lm.generation_config is not None else None
@@ -62,6 +64,11 @@ class HFEngine(Engine):
     # ------------------------------------------------------------------ generation
 
     def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
+        # One generate at a time: seeded batches swap torch's global RNG state.
+        with self._lock:
+            return self._generate(prompts, sampling)
+
+    def _generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
         samplings = as_list(sampling, len(prompts))
         results: list[Generation | None] = [None] * len(prompts)
         groups: dict[tuple, list[int]] = defaultdict(list)

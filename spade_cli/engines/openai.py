@@ -34,7 +34,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import ResourceError, UsageError
-from .base import Engine, Generation, Sampling, _tools_per_conversation, as_list
+from .base import Engine, Generation, Sampling, _tools_per_conversation, as_list, first_line
 
 log = logging.getLogger("spade")
 
@@ -68,7 +68,7 @@ class OpenAIEngine(Engine):
             tok = AutoTokenizer.from_pretrained(tokenizer or model)
         except (OSError, ValueError) as e:
             raise ResourceError(
-                f"engine openai needs the model's tokenizer locally (--tokenizer PATH): {e}"
+                f"engine openai needs the model's tokenizer locally (--tokenizer PATH): {first_line(e)}"
             ) from None
         super().__init__(model, tok, max_model_len or self._server_context() or None)
 
@@ -87,12 +87,12 @@ class OpenAIEngine(Engine):
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                     return json.loads(resp.read())
             except urllib.error.HTTPError as e:
-                detail = e.read()[:300].decode(errors="replace")
+                detail = " ".join(e.read()[:300].decode(errors="replace").split())
                 if e.code not in RETRY_STATUS or attempt == self.retries:
                     raise ResourceError(f"engine openai: HTTP {e.code} from {url}: {detail}") from None
             except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
                 if attempt == self.retries:
-                    raise ResourceError(f"engine openai: cannot reach {url}: {e}") from None
+                    raise ResourceError(f"engine openai: cannot reach {url}: {first_line(e)}") from None
             log.debug("openai: retrying %s in %.0fs", url, delay)
             time.sleep(delay)
             delay *= 2

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from ..errors import ResourceError
-from .base import Engine, Generation, Sampling, as_list
+from .base import Engine, Generation, Sampling, as_list, first_line
 
 log = logging.getLogger("spade")
 
@@ -30,7 +30,7 @@ class VLLMEngine(Engine):
         try:
             from vllm import LLM
         except ImportError as e:
-            raise ResourceError(f"engine vllm: cannot import vllm ({e})") from None
+            raise ResourceError(f"engine vllm: cannot import vllm ({first_line(e)})") from None
         kwargs = dict(
             model=model,
             tensor_parallel_size=int(tensor_parallel_size),
@@ -47,10 +47,12 @@ class VLLMEngine(Engine):
         try:
             self.llm = LLM(**kwargs)
         except (OSError, RuntimeError, ValueError) as e:
-            raise ResourceError(f"engine vllm: cannot start on {model!r}: {e}") from None
-        tokenizer = self.llm.get_tokenizer()
-        ctx = self.llm.llm_engine.model_config.max_model_len
-        super().__init__(model, tokenizer, ctx)
+            raise ResourceError(f"engine vllm: cannot start on {model!r}: {first_line(e)}") from None
+        # The same tokenizer class every other engine loads, so chat_ids agree across engines.
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+        super().__init__(model, tokenizer, max_model_len or _context(self.llm) or None)
 
     def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
         from vllm import SamplingParams
@@ -104,3 +106,15 @@ class VLLMEngine(Engine):
             torch.cuda.empty_cache()
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
+
+
+def _context(llm) -> int | None:
+    """The engine's context window; where vLLM keeps it has moved between versions."""
+    for path in ("llm_engine.model_config", "llm_engine.vllm_config.model_config", "model_config"):
+        obj = llm
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        n = getattr(obj, "max_model_len", None)
+        if isinstance(n, int) and n > 0:
+            return n
+    return None
