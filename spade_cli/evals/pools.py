@@ -5,7 +5,9 @@ written by the designer), so every episode runs in the bubblewrap sandbox
 (`spade_cli.sandbox.EnvSession`, one worker per episode). `-n` episodes are spread
 round-robin over the pool's environments, each on its own seed derived from `--seed`; the
 oracle plays the episode's own `info["solution"]` (the contract's feasibility proof), so
-on a validated pool it scores 100%.
+on a validated pool it scores 100%. The model sees spade-rollout's agent system prompt
+(spade_cli/prompts/agent.toml) when that module is present, so evaluation and training
+frame these environments the same way; no hint is ever shown.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ class SandboxEnv:
 
         self.session = EnvSession(code, cfg)
         self.metadata = dict(self.session.metadata or {})
+        try:  # the agent prompt spade-rollout uses, so eval and training see the same framing
+            from ..rollout import Prompt
+        except ImportError:
+            Prompt = None
+        if Prompt is not None:
+            self.metadata["system"] = Prompt().system(
+                self.metadata.get("name") or "environment", int(self.metadata.get("max_turns") or 1),
+                bool(self.metadata.get("tools")))
 
     def reset(self, seed=None, options=None):
         return self.session.reset(seed=seed, options=options)
