@@ -13,9 +13,9 @@
 `SandboxConfig(unsafe=...)`.
 
 One EnvSession is one persistent worker process (`worker.py`) inside `bwrap`, holding one
-environment instance, speaking JSON lines over its stdin/stdout: ~60 µs per reset/step
-round trip, ~0.5 s to start (Python + numpy + gymnasium), ~24 MiB (PSS) per worker
-(`bench/bench_sandbox.py`). Failures raise
+environment instance, speaking JSON lines over its stdin/stdout: 40-65 µs per
+reset/step round trip (1.03x the same worker without bwrap), ~0.5 s to start (Python +
+numpy + gymnasium), ~24 MiB (PSS) per worker (`bench/bench_sandbox.py`). Failures raise
 `EnvError(reason, detail)`; `reason` is one of `REASONS`. Exceptions raised by the
 environment's own code (bad_reset, bad_step) leave the worker usable; everything else
 (timeout, memory, limit, crash, flood, protocol) kills the worker and every process it
@@ -33,8 +33,9 @@ What the sandbox covers
   (bounding set included) and no-new-privs is set. A seccomp filter (x86_64) refuses new
   namespaces (a user namespace of its own would let the environment mount an unbounded
   tmpfs), setns, mount and the new mount API, ptrace, bpf, perf_event_open, userfaultfd,
-  io_uring, keyrings, kernel modules, kexec, reboot, swap and process_vm_*. As a non-root user, bwrap's user
-  namespace maps the worker to uid 65534 and NPROC counts per namespace.
+  io_uring, keyrings, kernel modules, kexec, reboot, swap and process_vm_*. As a non-root
+  user, bwrap's user namespace maps the worker to uid 65534 and NPROC counts per
+  namespace (this path is written but our CI runs as root, so the tests cover root).
 - File system: an empty root with, read-only: the shared libraries under /usr/lib, the
   interpreter and its stdlib at /opt/python, and in site-packages only gymnasium, its
   dependencies (numpy, cloudpickle, ...) and `SandboxConfig.packages`. No /etc (bar
@@ -68,8 +69,8 @@ What it does not cover
 - Results are only as honest as the environment: the sandbox stops it harming the host,
   not lying about rewards (that is spade-validate's job).
 - Unsafe mode (`SandboxConfig(unsafe=True)`, the `--unsafe-no-sandbox` flag) runs the
-  same worker as a plain subprocess of your user with the same rlimits and timeouts and
-  nothing else: no namespaces (it can read your files, use the network, signal your
+  same worker as a plain subprocess of your user with the same rlimits, timeouts and
+  seccomp filter and nothing else: no namespaces (it can read your files, use the network, signal your
   processes), and as root no process limit. It prints a loud warning; use it only for
   code you trust or inside a disposable VM/container.
 """

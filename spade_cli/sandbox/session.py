@@ -215,6 +215,7 @@ class EnvSession:
         """Stop the worker and everything it started (all killed when this returns)."""
         proc = self.proc
         if proc is None:
+            self._release_uid()
             return
         if proc.poll() is None:
             try:
@@ -231,12 +232,15 @@ class EnvSession:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-        if self._uid_held:
-            _uids.release(self.uid)
-            self._uid_held = False
+        self._release_uid()
         if self.dead is None:
             self.dead = EnvError("crash", "the session is closed")
         self.proc = None
+
+    def _release_uid(self) -> None:
+        if self._uid_held:
+            _uids.release(self.uid)
+            self._uid_held = False
 
     def __enter__(self) -> EnvSession:
         return self
@@ -283,6 +287,8 @@ class EnvSession:
                 env=env, cwd="/", close_fds=True, start_new_session=True,
                 pass_fds=(info_w,) if info_w is not None else ())
         except OSError as e:
+            if info_r is not None:
+                os.close(info_r)
             raise EnvError("crash", f"cannot start the worker: {e}") from None
         finally:
             if info_w is not None:
