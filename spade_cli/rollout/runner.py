@@ -21,6 +21,7 @@ started ahead of admission on background threads, overlapping generation.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
@@ -45,6 +46,7 @@ class RolloutStats:
     wall_seconds: float = 0.0
     generate_seconds: float = 0.0
     stops: Counter = field(default_factory=Counter)
+    phases: Counter = field(default_factory=Counter)  # wall seconds of the loop outside generation
     returns: dict = field(default_factory=lambda: {"nohint": [], "hint": []})
 
     def line(self) -> str:
@@ -170,10 +172,13 @@ def run_rollouts(
     # fires when the *thread* that started a worker exits.
     spawn_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-spawn")
     step_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-step")
+    # Closing a worker is mostly waiting for it to exit: many threads, off the spawn path.
+    close_pool = ThreadPoolExecutor(max_workers=4 * workers, thread_name_prefix="rollout-close")
+    depth = max(batch_size, workers)  # workers started ahead of admission
 
     def refill() -> None:
         nonlocal exhausted
-        while not exhausted and len(pending) < 2 * batch_size:
+        while not exhausted and len(pending) < batch_size + depth:
             try:
                 rec = next(source)
             except StopIteration:
@@ -188,7 +193,7 @@ def run_rollouts(
 
     def prefetch() -> None:
         # Start workers for the next episodes to be admitted while the model generates.
-        for ep in list(pending)[:batch_size]:
+        for ep in itertools.islice(pending, depth):
             if id(ep) not in spawning:
                 spawning[id(ep)] = spawn_pool.submit(ep.spawn, cfg)
 
@@ -197,7 +202,7 @@ def run_rollouts(
         stats.stops[ep.stop] += 1
         stats.returns[ep.condition].append(ep.ret)
         ep.job.left -= 1
-        spawn_pool.submit(ep.close)
+        close_pool.submit(ep.close)
         if on_episode is not None:
             on_episode(ep)
 
@@ -218,8 +223,12 @@ def run_rollouts(
                 admitted.append(ep)
             prefetch()
             if admitted:
+                t0 = time.monotonic()
                 wait([spawning.pop(id(ep)) for ep in admitted])
+                t1 = time.monotonic()
                 list(step_pool.map(lambda e: e.begin(agent.format, prompt, episode_timeout), admitted))
+                stats.phases["spawn_wait"] += t1 - t0
+                stats.phases["reset"] += time.monotonic() - t1
                 live.extend(admitted)
             if not live:
                 if exhausted and not pending:
@@ -233,9 +242,11 @@ def run_rollouts(
                 stats.generate_seconds += dt
                 stats.generate_calls += 1
                 stats.model_tokens += sum(len(g.completion_ids) for g in gens)
+                t0 = time.monotonic()
                 list(step_pool.map(
                     lambda pair: pair[0].advance(pair[1], agent.format, agent.parse_tool_calls, ctx_budget),
                     zip(acting, gens, strict=True)))
+                stats.phases["step"] += time.monotonic() - t0
             still = []
             for ep in live:
                 if ep.done:
@@ -251,6 +262,7 @@ def run_rollouts(
             fut.cancel()
         spawn_pool.shutdown(wait=True)
         step_pool.shutdown(wait=True)
+        close_pool.shutdown(wait=True)
         for ep in pending:
             ep.close()
         for job in jobs:
