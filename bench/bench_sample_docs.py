@@ -114,6 +114,8 @@ def main() -> None:
     subprocess.run([sys.executable, __file__, "--build-only", "--size-mb", str(args.size_mb)], check=True)
     big = DATA / f"corpus-{args.size_mb}mb.jsonl.zst"
     parts = [DATA / f"corpus-{args.size_mb}mb-part{i}.jsonl.zst" for i in range(SHARDS)]
+    empty = DATA / "empty.jsonl"
+    empty.write_bytes(b"")
     n = str(args.n)
     sample = [sys.executable, "-m", "spade_cli", "sample-docs", "-q", "-n", n]
     cases = {
@@ -124,6 +126,7 @@ def main() -> None:
         "4 shards, -j 1": sample + ["-j", "1", *map(str, parts)],
         "4 shards, -j 2": sample + ["-j", "2", *map(str, parts)],
         "1 shard (1/4 corpus)": sample + ["-j", "1", str(parts[0])],
+        "start-up (empty input)": sample + ["-j", "1", str(empty)],
     }
     runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in cases}
     load0 = f"{os.getloadavg()[0]:.1f}"
@@ -139,6 +142,8 @@ def main() -> None:
     s, z, sh = med["spade-sample-docs"][0], med["zstd -dc"][0], med["zstd -dc | shuf"][0]
     print(f"sample / zstd -dc          = {s / z:.2f}  (target <= 1.25); "
           f"CPU seconds {med['spade-sample-docs'][1]:.2f} vs {med['zstd -dc'][1]:.2f}")
+    up = med["start-up (empty input)"][0]
+    print(f"  of which start-up {up:.2f} s: (sample - start-up) / zstd -dc = {(s - up) / z:.2f}")
     print(f"sample / zstd -dc | shuf   = {s / sh:.2f}  (target < 1)")
     print(f"4 shards: -j 2 / -j 1      = {med['4 shards, -j 2'][0] / med['4 shards, -j 1'][0]:.2f}; "
           f"-j 2 / zstd -dc = {med['4 shards, -j 2'][0] / med['zstd -dc 4 shards'][0]:.2f}")
