@@ -136,9 +136,9 @@ def main() -> None:
     med = {k: tuple(statistics.median(r[i] for r in v) for i in range(3)) for k, v in runs.items()}
     print(f"corpus {big.name} ({args.size_mb} MB uncompressed), n={n}, median of {args.repeat}, "
           f"{os.cpu_count()} cores, load average before/after {load0} / {os.getloadavg()[0]:.1f}")
-    print(f"{'case':24} {'wall s':>8} {'cpu %':>7} {'max RSS MiB':>12}")
+    print(f"{'case':24} {'wall s':>8} {'CPU s':>7} {'max RSS MiB':>12}")
     for k, (wall, cpu, rss) in med.items():
-        print(f"{k:24} {wall:8.2f} {100 * cpu / wall:7.0f} {rss:12.0f}")
+        print(f"{k:24} {wall:8.2f} {cpu:7.2f} {rss:12.0f}")
     s, z, sh = med["spade-sample-docs"][0], med["zstd -dc"][0], med["zstd -dc | shuf"][0]
     print(f"sample / zstd -dc          = {s / z:.2f}  (target <= 1.25); "
           f"CPU seconds {med['spade-sample-docs'][1]:.2f} vs {med['zstd -dc'][1]:.2f}")
