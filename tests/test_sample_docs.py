@@ -230,6 +230,12 @@ def test_every_input_format(tmp_path):
         else:
             assert d["text"] == orjson.loads(list(iter_lines(src["path"]))[src["line"] - 1][2])["text"]
 
+    # A directory of records files is a corpus of those; its README is not a document.
+    (tmp_path / "shards").mkdir()
+    write_jsonl(tmp_path / "shards" / "00.jsonl.gz", rows[:3], "gz")
+    (tmp_path / "shards" / "README.md").write_text("# about this dataset")
+    assert sorted(d["text"] for d in run([tmp_path / "shards"], 10)) == sorted(r["text"] for r in rows[:3])
+
     pdocs = run([tmp_path / "d.parquet"], 4, text_field="content", id_field="doc")
     assert len(pdocs) == 4
     for d in pdocs:

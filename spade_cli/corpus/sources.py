@@ -10,16 +10,22 @@ name unless `--format` says otherwise:
   `.zst` / `.zstd` / `.gz` -> JSON lines, one document per line (compression is detected
   from the bytes, not the name);
 - anything else -> a plain-text document, one per file.
+
+A directory that holds records files (JSONL or Parquet) is read as a corpus of those
+alone; only a directory without any is a directory of plain-text documents.
 """
 
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import re
 from dataclasses import dataclass
 
 from ..errors import DataError, UsageError
+
+log = logging.getLogger("spade")
 
 FORMATS = ("auto", "jsonl", "parquet", "text")
 _LABEL = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.+)$")
@@ -63,6 +69,19 @@ def _walk(root: str) -> list[str]:
     return out
 
 
+def _walk_corpus(root: str, fmt: str) -> list[str]:
+    """The files of a directory input. One that holds records files (JSONL, Parquet) is
+    a corpus of those: its README, LICENSE or checksum files are not documents."""
+    paths = _walk(root)
+    records = [p for p in paths if detect_format(p) != "text"]
+    if fmt != "auto" or not records:
+        return paths
+    if len(records) < len(paths):
+        log.info("%s: reading its %d records files, ignoring %d other files",
+                 root, len(records), len(paths) - len(records))
+    return records
+
+
 def _label_of(path: str) -> str:
     base = os.path.basename(os.path.normpath(path)) or path
     return base.split(".")[0] or base
@@ -79,13 +98,13 @@ def expand_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
         if pattern == "-":
             paths = ["-"]
         elif os.path.isdir(pattern):
-            paths = _walk(pattern)
+            paths = _walk_corpus(pattern, fmt)
         elif os.path.exists(pattern):
             paths = [pattern]
         elif glob.has_magic(pattern):
             paths = []
             for p in sorted(glob.glob(pattern, recursive=True)):
-                paths.extend(_walk(p) if os.path.isdir(p) else [p])
+                paths.extend(_walk_corpus(p, fmt) if os.path.isdir(p) else [p])
             if not paths:
                 raise DataError("no files match this pattern", pattern)
         else:
