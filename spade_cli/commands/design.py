@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated
 
 import typer
@@ -77,8 +78,6 @@ def design(
 ) -> None:
     from ..design import DesignSettings, Template, design_records
 
-    if not model:
-        raise UsageError("--model is required (a model directory; `spade-init-model DIR` builds a tiny one)")
     if memory and no_memory:
         raise UsageError("--memory and --no-memory contradict each other")
     template = Template.load(prompt)
@@ -107,6 +106,17 @@ def design(
                 raise reader.error("doc record has no text")
             yield rec
 
+    # Read the first document before loading the model: bad input fails in a second,
+    # not after minutes of loading weights, and an empty input needs no model at all.
+    stream = docs()
+    first = next(stream, None)
+    if first is None:
+        with open_output(output, zstd):
+            pass
+        log.info("no documents: wrote 0 candidates")
+        return
+    if not model:
+        raise UsageError("--model is required (a model directory; `spade-init-model DIR` builds a tiny one)")
     eng = eo.engine_from_options(model, engine, base_url=base_url, tokenizer=tokenizer, api=api,
                                  tensor_parallel=tensor_parallel, gpu_memory=gpu_memory, device=device,
                                  dtype=dtype, max_batch_size=max_batch_size, max_model_len=max_model_len,
@@ -116,7 +126,7 @@ def design(
     n = 0
     try:
         with open_output(output, zstd) as out:
-            for rec in progress(design_records(docs(), eng, settings, entries, template), "designs", unit="design"):
+            for rec in progress(design_records(itertools.chain([first], stream), eng, settings, entries, template), "designs", unit="design"):
                 out.write(rec)
                 n += 1
     finally:
