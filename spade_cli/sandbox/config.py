@@ -35,6 +35,7 @@ INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; F
 # Where things appear inside the jail.
 PY_ROOT = "/opt/python"
 WORKER_PATH = "/opt/spade/worker.py"
+SITE = "/opt/site"  # the allowed distributions (on PYTHONPATH inside)
 
 
 class EnvError(Exception):
@@ -128,7 +129,7 @@ def check_sandbox() -> str:
         if probe.returncode != 0:
             msg = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
             raise ResourceError(f"bwrap at {path} cannot build the sandbox here: {msg[0]} "
-                                "(needs root or unprivileged user namespaces)")
+                                "(bwrap needs root, or unprivileged user namespaces)")
         _checked[path] = path
     return path
 
@@ -139,8 +140,9 @@ class PythonLayout:
 
     executable: str
     stdlib: str
-    libdir: str | None  # the prefix's lib/ when libpython is a shared library there
-    site_binds: tuple[tuple[str, str], ...]  # (host path, name under site-packages)
+    libdir: str | None  # where a shared libpython lives, unless /usr/lib shows it anyway
+    site_binds: tuple[tuple[str, str], ...]  # (host path, name under SITE)
+    hidden: tuple[str, ...]  # package directories inside the stdlib directory to cover
 
 
 def _requirements(dist: md.Distribution) -> list[str]:
@@ -181,13 +183,17 @@ def python_layout(packages: tuple[str, ...] = ()) -> PythonLayout:
             if (base / top).exists():
                 binds[top] = str(base / top)
         todo.extend(_requirements(dist))
-    base_prefix = Path(sys.base_prefix)
     exe = Path(sys.executable).resolve()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     libdir = None
     if sysconfig.get_config_var("Py_ENABLE_SHARED"):
-        libdir = str(base_prefix / "lib")
-    return PythonLayout(str(exe), str(stdlib), libdir, tuple(sorted((v, k) for k, v in binds.items())))
+        libdir = sysconfig.get_config_var("LIBDIR") or str(Path(sys.base_prefix) / "lib")
+        if any(libdir == d or libdir.startswith(d + "/") for d in ("/usr/lib", "/lib", "/usr/lib64", "/lib64")):
+            libdir = None  # a system Python's libpython is visible with the shared libraries
+    # pyenv/python.org builds keep site-packages inside the stdlib directory: cover it.
+    hidden = tuple(n for n in ("site-packages", "dist-packages") if (stdlib / n).is_dir())
+    return PythonLayout(str(exe), str(stdlib), libdir, tuple(sorted((v, k) for k, v in binds.items())),
+                        hidden)
 
 
 def _ro_system_binds() -> list[str]:
@@ -219,6 +225,10 @@ def jail_env(cfg: SandboxConfig, layout: PythonLayout | None) -> dict:
         # One thread each: BLAS thread pools would eat RLIMIT_NPROC and address space.
         "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
     }
+    if layout:
+        # Only the allowed distributions, whatever this Python's site.py believes in
+        # (Debian's looks for dist-packages, pyenv's for site-packages).
+        env["PYTHONPATH"] = SITE
     if layout and layout.libdir:
         # The interpreter's RUNPATH names its host prefix, which does not exist inside.
         env["LD_LIBRARY_PATH"] = f"{PY_ROOT}/lib"
@@ -230,7 +240,6 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig) -> list[str]:
     """The bwrap command line up to (not including) the command it runs."""
     lay = python_layout(tuple(cfg.packages))
     pyver = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    site = f"{PY_ROOT}/lib/{pyver}/site-packages"
     a = [bwrap,
          # Namespaces: no network, own pids/ipc/hostname/cgroup view. No user namespace
          # when we are root: the worker must become a real non-root host uid (below).
@@ -257,13 +266,15 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig) -> list[str]:
         for name in os.listdir(lay.libdir):
             if name.startswith("libpython") and ".so" in name:
                 a += ["--ro-bind", os.path.join(lay.libdir, name), f"{PY_ROOT}/lib/{name}"]
-    # The stdlib, with an empty site-packages laid over it that holds only the allowed
-    # distributions (the host's site-packages also has torch, transformers, ...).
-    a += ["--ro-bind", lay.stdlib, f"{PY_ROOT}/lib/{pyver}",
-          "--perms", "0755", "--tmpfs", site]
+    # The stdlib, with its own site-packages (torch, transformers, ...) covered, and the
+    # allowed distributions alone in SITE.
+    a += ["--ro-bind", lay.stdlib, f"{PY_ROOT}/lib/{pyver}"]
+    for name in lay.hidden:
+        a += ["--size", "4096", "--perms", "0555", "--tmpfs", f"{PY_ROOT}/lib/{pyver}/{name}"]
+    a += ["--perms", "0755", "--tmpfs", SITE]
     for host, name in lay.site_binds:
-        a += ["--ro-bind", host, f"{site}/{name}"]
-    a += ["--remount-ro", site,
+        a += ["--ro-bind", host, f"{SITE}/{name}"]
+    a += ["--remount-ro", SITE,
           "--perms", "0755", "--dir", "/opt/spade",
           "--ro-bind", str(Path(__file__).with_name("worker.py")), WORKER_PATH,
           "--proc", "/proc",
