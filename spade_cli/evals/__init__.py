@@ -56,6 +56,10 @@ def check_suites(suites: list[str]) -> list[tuple[str, list[str] | None]]:
     from .base import require
 
     specs = [parse_suite(s) for s in suites]
+    if any(name == "bfcl" for name, _ in specs):
+        from .bfcl import _project_root
+
+        _project_root()  # before bfcl_eval is first imported
     for name, _ in specs:
         for module, package in REQUIREMENTS.get(name, []):
             require(module, package, name)

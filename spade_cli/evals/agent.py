@@ -25,7 +25,8 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 from ..records import seed_for
 from .base import Task, clip01
@@ -120,12 +121,26 @@ def _start(ep: _Episode) -> bool:
     return True
 
 
+def _timed_start(ep: _Episode) -> bool:
+    t0 = time.perf_counter()
+    ok = _start(ep)
+    ep.seconds += time.perf_counter() - t0
+    return ok
+
+
 def run_model(engine, tasks: list[Task], samples: int, sampling, seed: int,
               max_in_flight: int = 64, max_turns: int | None = None,
-              on_done: Callable[[_Episode], None] | None = None) -> list[list[dict]]:
-    """Play every task `samples` times with the model. Returns, per task, its episodes."""
-    from dataclasses import replace
+              on_done: Callable[[_Episode], None] | None = None,
+              workers: int = 8) -> list[list[dict]]:
+    """Play every task `samples` times with the model. Returns, per task, its episodes.
+    Tasks marked `parallel` start in `workers` threads, which live until the run ends
+    (a sandbox worker dies with the thread that started it)."""
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="eval-start") as pool:
+        return _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns, on_done, pool)
 
+
+def _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns, on_done,
+               pool) -> list[list[dict]]:
     queue = deque(
         _Episode(t, i, seed_for(seed, "eval", f"{t.suite}/{t.task_id}/{i}"))
         for t in tasks for i in range(samples)
@@ -142,11 +157,12 @@ def run_model(engine, tasks: list[Task], samples: int, sampling, seed: int,
             on_done(ep)
 
     while queue or active:
-        while queue and len(active) < max_in_flight:
-            ep = queue.popleft()
-            t0 = time.perf_counter()
-            ok = _start(ep)
-            ep.seconds += time.perf_counter() - t0
+        admitted = []
+        while queue and len(active) + len(admitted) < max_in_flight:
+            admitted.append(queue.popleft())
+        started = {id(ep): pool.submit(_timed_start, ep) for ep in admitted if ep.task.parallel}
+        for ep in admitted:
+            ok = started[id(ep)].result() if id(ep) in started else _timed_start(ep)
             if max_turns:
                 ep.max_turns = min(ep.max_turns, max_turns)
             (active.append if ok else finish)(ep)
@@ -197,37 +213,40 @@ def run_model(engine, tasks: list[Task], samples: int, sampling, seed: int,
     return [[results[(n, i)] for i in range(samples)] for n in range(len(tasks))]
 
 
-def run_oracle(tasks: list[Task]) -> list[list[dict]]:
+def run_oracle(tasks: list[Task], workers: int = 8) -> list[list[dict]]:
     """Play every task once with its oracle; tasks without one end with stop "no_oracle"
-    (counted as failures, and listed by the caller)."""
-    out = []
-    for t in tasks:
-        ep = _Episode(t, 0, 0)
-        t0 = time.perf_counter()
-        if _start(ep):
-            try:
-                actions = t.oracle(ep.env, ep.messages[-1]["content"], ep.info) if t.oracle else None
-            except Exception as e:
-                actions, ep.detail = None, f"oracle: {type(e).__name__}: {e}"
-            if actions is None:
-                ep.stop = "no_oracle"
-                ep.detail = ep.detail or "the suite has no oracle for this task"
-            else:
-                ended = False
-                for a in actions:
-                    group = a if isinstance(a, list) else [a]
-                    if isinstance(a, list) and hasattr(ep.env, "begin_model_step"):
-                        ep.env.begin_model_step()
-                    ep.num_turns += 1
-                    for action in group:
-                        ended = _apply(ep, action, "tool" if isinstance(a, list) else "user")
-                        if ended:
-                            break
-                    if ended:
-                        break
-                if not ended:
-                    ep.stop, ep.detail = "max_turns", ep.detail or "oracle actions ran out before the episode ended"
-        ep.seconds = time.perf_counter() - t0
-        _close(ep)
-        out.append([ep.result()])
-    return out
+    (counted as failures, and listed by the caller). `parallel` tasks play in threads."""
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="eval-oracle") as pool:
+        futures = {n: pool.submit(_oracle_episode, t) for n, t in enumerate(tasks) if t.parallel}
+        return [[futures[n].result() if n in futures else _oracle_episode(t)] for n, t in enumerate(tasks)]
+
+
+def _oracle_episode(t: Task) -> dict:
+    ep = _Episode(t, 0, 0)
+    t0 = time.perf_counter()
+    if _start(ep):
+        _play_oracle(ep)
+    ep.seconds = time.perf_counter() - t0
+    _close(ep)
+    return ep.result()
+
+
+def _play_oracle(ep: _Episode) -> None:
+    t = ep.task
+    try:
+        actions = t.oracle(ep.env, ep.messages[-1]["content"], ep.info) if t.oracle else None
+    except Exception as e:
+        actions, ep.detail = None, f"oracle: {type(e).__name__}: {e}"
+    if actions is None:
+        ep.stop = "no_oracle"
+        ep.detail = ep.detail or "the suite has no oracle for this task"
+        return
+    for a in actions:
+        group = a if isinstance(a, list) else [a]
+        if isinstance(a, list) and hasattr(ep.env, "begin_model_step"):
+            ep.env.begin_model_step()
+        ep.num_turns += 1
+        for action in group:
+            if _apply(ep, action, "tool" if isinstance(a, list) else "user"):
+                return
+    ep.stop, ep.detail = "max_turns", ep.detail or "oracle actions ran out before the episode ended"

@@ -51,6 +51,9 @@ class Task:
     # suite has no oracle for this task.
     oracle: Callable[[Any, str, dict], list[str] | None] | None = None
     meta: dict = field(default_factory=dict)
+    # Start (and, for the oracle, play) in a worker thread: the environment mostly waits
+    # on a subprocess (the sandbox), so starting many at once overlaps their start-up.
+    parallel: bool = False
 
 
 def clip01(x: float) -> float:

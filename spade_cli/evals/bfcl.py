@@ -34,6 +34,7 @@ import copy
 import inspect
 import itertools
 import json
+import os
 import threading
 from functools import lru_cache
 
@@ -48,7 +49,19 @@ _counter = itertools.count()
 _lock = threading.Lock()
 
 
+def _project_root() -> None:
+    """bfcl_eval creates `result/`, `score/` and `.file_locks/` under its project root on
+    import, which defaults to site-packages itself (read-only for most users). Point it
+    at a cache directory unless the user chose one (BFCL_PROJECT_ROOT)."""
+    if "BFCL_PROJECT_ROOT" not in os.environ:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "spade", "bfcl")
+        os.makedirs(root, exist_ok=True)
+        os.environ["BFCL_PROJECT_ROOT"] = root
+
+
 def _require() -> None:
+    _project_root()
     require("bfcl_eval", "bfcl-eval", SUITE)
     require("mpmath", "mpmath", SUITE)
 

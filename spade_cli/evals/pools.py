@@ -72,7 +72,7 @@ def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list
             return SandboxEnv(code, cfg)
 
         out.append(Task(suite, f"{e['name']}/{idx}", e.get("family") or e["name"], make_env,
-                        seed=ep_seed, oracle=_solution,
+                        seed=ep_seed, oracle=_solution, parallel=True,
                         meta={"env": e["name"], "episode_seed": ep_seed}))
     return out
 
