@@ -95,6 +95,7 @@ def test_cli_errors(cli, tiny_model, tmp_path):
     assert unknown.returncode == 2 and b"nonsense" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_library_is_default_memory_and_ablations(eng, library_memory):
     recs = list(design_records([doc(0)], eng, settings(exemplars=2, max_prompt_tokens=None), library_memory))
     user = recs[0]["design"]["messages"][-1]["content"]

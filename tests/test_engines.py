@@ -66,6 +66,7 @@ def test_hf_chat_records_complete_and_ids_consistent(hf):
         assert hf.tokenizer.decode(g.prompt_ids).endswith("<|im_start|>assistant\n")
 
 
+@pytest.mark.slow
 def test_hf_deterministic_with_seed(hf):
     s = Sampling(temperature=1.0, top_p=0.95, max_tokens=12, seed=123)
     a, b = hf.chat(CONVS, s), hf.chat(CONVS, s)
@@ -75,6 +76,7 @@ def test_hf_deterministic_with_seed(hf):
     assert [g.completion_ids for g in a] != [g.completion_ids for g in c]
 
 
+@pytest.mark.slow
 def test_hf_logprobs_match_a_forward_pass(hf):
     import torch
 

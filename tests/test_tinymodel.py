@@ -107,6 +107,7 @@ def test_parse_tool_calls_variants():
     assert parse_tool_calls("no calls here") == []
 
 
+@pytest.mark.slow
 def test_init_model_command(cli, tmp_path):
     out = tmp_path / "m"
     r = cli("init-model", out, "--layers", "1", "--vocab-size", "1024")
