@@ -319,3 +319,40 @@ def test_same_string_hashes_in_every_worker():
             env.reset()
             outs.add(env.step("a")[0])
     assert len(outs) == 1
+
+
+UNPRIVILEGED = textwrap.dedent('''
+    import os, sys
+    from spade_cli.sandbox import EnvSession, EnvError, SandboxConfig
+    code = sys.argv[1]
+    with EnvSession(code, SandboxConfig(call_timeout=5.0)) as env:
+        obs, info = env.reset(seed=2)
+        assert env.step(info["solution"][0])[1] == 1.0
+    fork_bomb = code.replace('ok = action.strip() == str(self.n)', 'while True: os.fork()')
+    fork_bomb = "import os\\n" + fork_bomb
+    try:
+        with EnvSession(fork_bomb, SandboxConfig(call_timeout=10.0, nproc=16)) as env:
+            env.reset()
+            env.step("x")
+    except EnvError as e:
+        print(e.reason)
+''')
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
+@needs_bwrap
+def test_unprivileged_user_path():
+    """bwrap's user-namespace path, as an ordinary user runs it (uid 65534 here)."""
+    import subprocess
+    import sys
+
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    env = {**os.environ, "HOME": "/tmp"}
+    probe = subprocess.run(drop + [sys.executable, "-c", "import spade_cli.sandbox, gymnasium"],
+                           env=env, capture_output=True, cwd="/")
+    if probe.returncode != 0:
+        pytest.skip("this Python or checkout is not readable by an unprivileged user")
+    out = subprocess.run(drop + [sys.executable, "-c", UNPRIVILEGED, GUESS], env=env,
+                         capture_output=True, text=True, cwd="/", timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "limit"  # RLIMIT_NPROC holds in the user namespace too

@@ -43,24 +43,6 @@ def hostile(step_body: str) -> str:
             + textwrap.indent(textwrap.dedent(step_body), " " * 8) + "\n")
 
 
-def uid_processes(uid: int | None) -> list[int]:
-    """Host pids running as `uid`."""
-    if uid is None:
-        return []
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("Uid:") and int(line.split()[1]) == uid:
-                pids.append(int(entry))
-    return pids
-
-
 def our_sandbox_processes() -> list[int]:
     """Host pids under any uid this test process hands to its workers."""
     lo = sbsession._UID_BASE + ((os.getpid() & 0xFFFFF) << 10)
@@ -312,35 +294,46 @@ DAEMON = '''
     return "daemon started", 0.0, True, False, {}'''
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="finds the daemon by its host uid (root mode)")
+def ns_processes(ns: str) -> list[int]:
+    """Host pids whose pid namespace is `ns` (as readlink /proc/PID/ns/pid says)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == ns:
+                    out.append(int(entry))
+            except OSError:
+                pass
+    return out
+
+
 def test_a_detached_daemon_does_not_survive():
     with EnvSession(hostile(DAEMON), QUICK) as env:
         env.reset()
         assert env.step("a")[0] == "daemon started"
-        uid = env.uid
-        assert len(uid_processes(uid)) >= 2  # worker + daemon: the check below can fail
-    assert gone(uid_processes, uid), uid_processes(uid)
+        ns = os.readlink(f"/proc/{env.sandbox_pid}/ns/pid")
+        assert len(ns_processes(ns)) >= 3  # pid 1, worker, daemon: the check below can fail
+    assert gone(ns_processes, ns), ns_processes(ns)
     assert_unharmed()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="finds the daemon by its host uid (root mode)")
 def test_nothing_survives_a_killed_parent():
     script = textwrap.dedent(f'''
-        import sys, time
+        import os, time
         from spade_cli.sandbox import EnvSession, SandboxConfig
         env = EnvSession({hostile(DAEMON)!r}, SandboxConfig())
         env.reset(); env.step("a")
-        print(env.uid, flush=True)
+        print(os.readlink(f"/proc/{{env.sandbox_pid}}/ns/pid"), flush=True)
         time.sleep(60)
     ''')
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        uid = int(parent.stdout.readline())
-        assert len(uid_processes(uid)) >= 2
+        ns = parent.stdout.readline().strip()
+        assert len(ns_processes(ns)) >= 3
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-    assert gone(uid_processes, uid, within=5.0), uid_processes(uid)
+    assert gone(ns_processes, ns, within=5.0), ns_processes(ns)
 
 
 def test_runaway_recursion():

@@ -35,10 +35,12 @@ What the sandbox covers
   tmpfs), setns, mount and the new mount API, ptrace, bpf, perf_event_open, userfaultfd,
   io_uring, keyrings, kernel modules, kexec, reboot, swap and process_vm_*. As a non-root
   user, bwrap's user namespace maps the worker to uid 65534 and NPROC counts per
-  namespace (this path is written but our CI runs as root, so the tests cover root).
+  namespace (tests cover both; the unprivileged one runs when the Python and the checkout
+  are readable by uid 65534).
 - File system: an empty root with, read-only: the shared libraries under /usr/lib, the
-  interpreter and its stdlib at /opt/python, and in site-packages only gymnasium, its
-  dependencies (numpy, cloudpickle, ...) and `SandboxConfig.packages`. No /etc (bar
+  interpreter and its stdlib at /opt/python (its own site-packages covered), and in
+  /opt/site only gymnasium, its dependencies (numpy, cloudpickle, ...) and
+  `SandboxConfig.packages`. No /etc (bar
   ld.so.cache), no /home, no /usr/bin, no host /tmp. Writable: a private tmpfs /tmp
   (`tmp_mb`) and /dev/shm (`shm_mb`); /dev otherwise read-only; /proc read-only (bwrap's
   /proc otherwise leaves the host's /proc/sys writable to root).
