@@ -116,3 +116,18 @@ def test_init_model_command(cli, tmp_path):
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 1
     again = cli("init-model", out)
     assert again.returncode == 2 and b"not empty" in again.stderr
+
+
+def test_build_is_reproducible(tmp_path):
+    from spade_cli.tinymodel import build_tiny_model
+
+    small = dict(vocab_size=1024, num_hidden_layers=1)
+
+    def files(p):
+        return {f.name: f.read_bytes() for f in sorted(p.iterdir())}
+
+    a = files(build_tiny_model(tmp_path / "a", seed=0, **small))
+    b = files(build_tiny_model(tmp_path / "b", seed=0, **small))
+    c = files(build_tiny_model(tmp_path / "c", seed=1, **small))
+    assert a == b
+    assert a["tokenizer.json"] == c["tokenizer.json"] and a["model.safetensors"] != c["model.safetensors"]
