@@ -336,24 +336,23 @@ def test_tiny_model_end_to_end_reasoning_gym_and_textarena(tiny_model, tmp_path)
     assert "reasoning-gym" in err and "textarena" in err and "accuracy" in err
     summ = json.loads(summary.read_text())
     assert summ["suites"]["reasoning-gym"]["tasks"] == 2 and summ["seed"] == 1
-    # same seed, same greedy results
-    r2 = run_cli("eval", "--model", str(tiny_model), "--engine", "hf", "--suite", "reasoning-gym",
-                 "-n", "2", "--max-tokens", "8", "--seed", "1")
-    strip = lambda rs: [(x["task"], [t["action"] for t in x["samples"][0]["turns"]]) for x in rs]  # noqa: E731
-    assert strip([orjson.loads(x) for x in r2.stdout.splitlines()]) == strip(recs[:2])
 
 
 @needs_rg
 @pytest.mark.slow
-def test_tiny_model_pass_at_k(tiny_model):
+def test_tiny_model_pass_at_k_and_determinism(tiny_model):
     from spade_cli.engines import Sampling, load_engine
 
+    acts = lambda rs: [[t["action"] for s in r["samples"] for t in s["turns"]] for r in rs]  # noqa: E731
     with load_engine(str(tiny_model), engine="hf") as eng:
         recs, summ = run_eval(["reasoning-gym:gcd"], eng, n=2, samples=3, seed=0,
                               sampling=Sampling(temperature=1.0, max_tokens=8))
+        again, _ = run_eval(["reasoning-gym:gcd"], eng, n=2, samples=3, seed=0,
+                            sampling=Sampling(temperature=1.0, max_tokens=8))
     assert all(len(r["samples"]) == 3 for r in recs)
     assert len({s["seed"] for s in recs[0]["samples"]}) == 3
     assert "pass@3" in summ["suites"]["reasoning-gym"] and summ["samples"] == 3
+    assert acts(recs) == acts(again)  # same seed, same samples (hf engine)
 
 
 @needs_bfcl
@@ -373,8 +372,8 @@ def test_tiny_model_end_to_end_bfcl(tiny_model):
 @pytest.mark.slow
 def test_tiny_model_end_to_end_library(tiny_model):
     r = run_cli("eval", "--model", str(tiny_model), "--engine", "hf", "--suite", "library",
-                "-n", "3", "--max-tokens", "8", "--max-turns", "2")
+                "-n", "2", "--max-tokens", "8", "--max-turns", "2")
     assert r.returncode == 0, r.stderr
     recs = [orjson.loads(x) for x in r.stdout.splitlines()]
-    assert len(recs) == 3 and all(x["suite"] == "library" for x in recs)
+    assert len(recs) == 2 and all(x["suite"] == "library" for x in recs)
     assert all(x["samples"][0]["stop"] != "env_error" for x in recs), [x["samples"][0].get("detail") for x in recs]
