@@ -131,18 +131,30 @@ def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):
     f = write(tmp_path / "c.jsonl", [designer(f"d{i}", "g", [1], [2, i], float(i)) for i in range(2)])
     (tmp_path / "notamodel").mkdir()
     r = cli("train", f, "--model", tmp_path / "notamodel", "--output-dir", tmp_path / "out")
-    assert r.returncode == 2 and b"not a model: no config.json" in r.stderr, r.stderr
+    assert r.returncode == 4 and b"not a model: no config.json" in r.stderr, r.stderr
     assert r.stdout == b""
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
     r = cli("train", f, "--model", tmp_path / "m", "--output-dir", tmp_path / "out")
-    assert r.returncode == 2 and b"no weights" in r.stderr
+    assert r.returncode == 4 and b"no weights" in r.stderr
     r = cli("train", "-", "--model", tmp_path / "m", "--output-dir", tmp_path / "out",
             input=b'{"kind": "candidate", "id": "c", "design": {"prompt_ids": [1]}, "score": {"reward": 1}, "group": "g"}\n')
     assert r.returncode == 3 and b"<stdin>:1: design.completion_ids is missing" in r.stderr, r.stderr
     flat = b"".join(orjson.dumps(designer(f"d{i}", "g", [1], [2, i], 0.0)) + b"\n" for i in range(3))
     r = cli("train", "--model", tmp_path / "m", "--output-dir", tmp_path / "out", input=flat)
     assert r.returncode == 3 and b"nothing to train on" in r.stderr and b"flat_reward_group" in r.stderr
+
+
+def test_cli_corrupt_weights_fail_cleanly(cli, tiny_model, tmp_path):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_model, bad)
+    (bad / "model.safetensors").write_bytes(b"not safetensors at all")
+    f = write(tmp_path / "c.jsonl", [designer(f"d{i}", "g", [1], [2, i], float(i)) for i in range(2)])
+    r = cli("train", f, "--model", bad, "--output-dir", tmp_path / "out")
+    assert r.returncode == 4 and b"cannot load the model" in r.stderr, r.stderr[-2000:]
+    assert r.stdout == b"" and not (tmp_path / "out").exists()
 
 
 # --------------------------------------------------------------------------- training (tiny model)
@@ -365,6 +377,27 @@ def test_lora_adapter_then_next_round(tiny_model, tok, tmp_path):
     assert not any("lora" in n for n, _ in merged.named_parameters())
     base, new = load_file(Path(tiny_model) / "model.safetensors"), load_file(tmp_path / "r2" / "model.safetensors")
     assert max(float((base[k] - new[k]).abs().max()) for k in base if k in new) > 0
+
+
+@pytest.mark.slow
+def test_kl_against_a_reference_model_and_uneven_groups(tiny_model, tok, tmp_path):
+    """--beta with --ref-model loads the reference and logs KL; a group smaller than the
+    others is padded with loss-free, reward-free rows instead of failing or being dropped."""
+    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.grpo import run
+
+    recs = round_records(tok)
+    recs = [r for r in recs if r["id"] != "d13"]  # designer group g1 now has 3 designs
+    data = write(tmp_path / "r.jsonl", recs)
+    info = run(TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "k"), inputs=[str(data)],
+                           role="designer", beta=0.1, ref_model=str(tiny_model), learning_rate=1e-2,
+                           epochs=2, per_device_batch_size=8, loss_type="grpo"))
+    assert info["group_size"] == 4 and info["padded_rows"] == 1
+    rows = [json.loads(x) for x in Path(info["metrics_path"]).read_text().splitlines()]
+    kls = [x["losses/kl"] for x in rows if "losses/kl" in x]
+    assert len(kls) == 2 and kls[0] == pytest.approx(0.0, abs=1e-6) and kls[1] > 0
+    # The pad row's NaN reward is excluded: the logged mean is over the 7 real rewards.
+    assert rows[0]["rewards/mean"] == pytest.approx(4 / 7)
 
 
 # --------------------------------------------------------------------------- launching

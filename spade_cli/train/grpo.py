@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import log
-from ..errors import DataError, UsageError
+from ..errors import DataError, ResourceError, UsageError
 from .config import LOSS_TYPES, TrainConfig
 from .rollout import StoredRollouts, quiet_padding_warning, stored_reward
 from .samples import BuildStats, Sample, mix_groups, read_groups
@@ -30,15 +30,15 @@ def model_kind(path: str) -> str:
     """'full' for an HF model directory, 'adapter' for a peft adapter; anything else is an error."""
     p = Path(path)
     if not p.is_dir():
-        raise UsageError(f"{path}: not a model directory (spade-train loads local HF checkpoints)")
+        raise ResourceError(f"{path}: not a model directory (spade-train loads local HF checkpoints)")
     if (p / "adapter_config.json").is_file():
         kind = "adapter"
     elif (p / "config.json").is_file():
         kind = "full"
     else:
-        raise UsageError(f"{path}: not a model: no config.json (HF model) or adapter_config.json (peft adapter)")
+        raise ResourceError(f"{path}: not a model: no config.json (HF model) or adapter_config.json (peft adapter)")
     if not any((p / w).is_file() for w in WEIGHT_FILES) and not list(p.glob("*.safetensors")):
-        raise UsageError(f"{path}: has {kind} config but no weights (*.safetensors / *.bin)")
+        raise ResourceError(f"{path}: has {kind} config but no weights (*.safetensors / *.bin)")
     return kind
 
 
@@ -72,6 +72,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise UsageError(f"{cfg.output_dir}: exists and is not empty (use --overwrite to replace it)")
     model_kind(cfg.model)
     if cfg.ref_model:
+        if cfg.lora_r > 0 or model_kind(cfg.model) == "adapter":
+            raise UsageError("--ref-model does not apply to LoRA: the reference is the model with its adapter off")
         if model_kind(cfg.ref_model) != "full":
             raise UsageError(f"{cfg.ref_model}: the reference model must be a full HF model")
 
@@ -238,29 +240,11 @@ def load_policy(cfg: TrainConfig, bf16: bool) -> tuple[Any, Any, str]:
         if kind == "adapter" and not (Path(cfg.model) / "tokenizer_config.json").exists():
             tok_dir = model.peft_config["default"].base_model_name_or_path
         tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{cfg.model}: cannot load the model: {e}") from None
+    except Exception as e:  # noqa: BLE001 - corrupt weights raise many different types
+        raise ResourceError(f"{cfg.model}: cannot load the model: {type(e).__name__}: {e}") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer, kind
-
-
-def _swap_ref_model(trainer: Any, cfg: TrainConfig, bf16: bool) -> None:
-    """Replace TRL's reference model (a copy of the starting policy) by --ref-model."""
-    import torch
-    from transformers import AutoModelForCausalLM
-    from trl.models.utils import prepare_deepspeed, prepare_fsdp
-
-    ref = AutoModelForCausalLM.from_pretrained(cfg.ref_model, dtype=torch.bfloat16 if bf16 else torch.float32)
-    ref.eval()
-    acc = trainer.accelerator
-    if trainer.is_deepspeed_enabled:
-        ref = prepare_deepspeed(ref, acc)
-    elif trainer.is_fsdp_enabled:
-        ref = prepare_fsdp(ref, acc)
-    else:
-        ref = acc.prepare_model(ref, evaluation_mode=True)
-    trainer.ref_model = ref
 
 
 # --------------------------------------------------------------------------- the run
@@ -329,23 +313,30 @@ def build_trainer(cfg: TrainConfig, groups: list[list[Sample]], work_dir: str) -
     rollouts = StoredRollouts(groups, plan["group_size"])
     dataset = Dataset.from_dict({"prompt": [str(i) for i in range(len(groups))]})
     Trainer, MetricsFile = _make_trainer_class()
-    trainer = Trainer(
-        model=model,
-        reward_funcs=[stored_reward],
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        rollout_func=rollouts,
-        peft_config=peft_config,
-    )
+    # With beta > 0 TRL builds (and, under DeepSpeed/FSDP, shards) the reference model
+    # from the policy's config name; pointing that name at --ref-model for the duration
+    # of __init__ lets TRL do all of it for our reference.
+    name = model.config._name_or_path
+    if cfg.ref_model and cfg.beta > 0:
+        model.config._name_or_path = cfg.ref_model
+    try:
+        trainer = Trainer(
+            model=model,
+            reward_funcs=[stored_reward],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollouts,
+            peft_config=peft_config,
+        )
+    finally:
+        model.config._name_or_path = name
     trainer._spade_tokens, trainer._spade_total, trainer._spade_t0 = 0, 0.0, time.perf_counter()
     trainer._spade_rollouts = rollouts
     # TRL's printer dumps every log dict to stdout; MetricsFile logs one compact line instead.
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(MetricsFile(cfg.metrics_path or str(Path(work_dir) / "metrics.jsonl"), trainer))
-    if cfg.ref_model:
-        _swap_ref_model(trainer, cfg, bf16)
     plan["lora"] = peft_config is not None or kind == "adapter"
     return trainer, plan, kind
 
