@@ -145,6 +145,7 @@ def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):
     assert r.returncode == 3 and b"nothing to train on" in r.stderr and b"flat_reward_group" in r.stderr
 
 
+@pytest.mark.slow  # loads torch + transformers in a subprocess
 def test_cli_corrupt_weights_fail_cleanly(cli, tiny_model, tmp_path):
     import shutil
 
@@ -216,6 +217,7 @@ def trained(tiny_model, tok, tmp_path_factory):
     return {"dir": d, "data": data, "proc": r}
 
 
+@pytest.mark.slow  # a real training run through the CLI (shared module fixture)
 def test_cli_writes_checkpoint_record_and_metrics(trained):
     lines = trained["proc"].stdout.decode().splitlines()
     assert len(lines) == 1
@@ -235,6 +237,7 @@ def test_cli_writes_checkpoint_record_and_metrics(trained):
     assert rows[-1]["perf/tokens_per_second"] > 0
 
 
+@pytest.mark.slow  # a real training run through the CLI (shared module fixture)
 def test_learning_is_real(trained, tiny_model, tok):
     """After training, completions with positive advantage gained logprob, negative lost."""
     from transformers import AutoModelForCausalLM
@@ -252,6 +255,7 @@ def test_learning_is_real(trained, tiny_model, tok):
     assert all(d < 0 for d in moved["neg"]), moved
 
 
+@pytest.mark.slow  # a real training run through the CLI (shared module fixture)
 def test_checkpoint_loads_and_generates(trained):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
