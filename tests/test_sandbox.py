@@ -130,6 +130,7 @@ def test_env_exceptions_are_not_fatal():
 def test_unserialisable_and_numpy_values():
     code = env_with('import numpy as np\n'
                     'if action == "obj": return object(), 0.0, False, False, {}\n'
+                    'if action == "nan": return "o", float("nan"), False, False, {}\n'
                     'return "o", np.float32(0.5), np.bool_(True), False, {"a": np.arange(3), "t": (1, 2)}')
     with EnvSession(code, FAST) as env:
         env.reset()
@@ -137,6 +138,8 @@ def test_unserialisable_and_numpy_values():
         with pytest.raises(EnvError) as err:
             env.step("obj")
         assert err.value.reason == "bad_step" and "JSON" in err.value.detail
+        r = env.step("nan")[1]  # non-finite rewards reach the caller as they are
+        assert r != r
 
 
 @needs_bwrap

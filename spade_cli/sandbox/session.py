@@ -406,7 +406,10 @@ class EnvSession:
         try:
             msg = orjson.loads(line)
         except orjson.JSONDecodeError:
-            self._fail("protocol", f"{what}: the worker wrote something that is not JSON")
+            try:  # NaN/Infinity (a reward of nan is the validator's to judge, not ours)
+                msg = json.loads(line)
+            except ValueError:
+                self._fail("protocol", f"{what}: the worker wrote something that is not JSON")
         if not isinstance(msg, dict) or msg.get("id") != rid:
             self._fail("protocol", f"{what}: reply out of sequence")
         if msg.get("ok") is True:
