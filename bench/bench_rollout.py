@@ -50,12 +50,12 @@ def candidates(n: int) -> list[dict]:
     return cands
 
 
-def run(cands, engine, args, batch_size: int) -> tuple[RolloutStats, float]:
+def run(cands, engine, args, batch_size: int, ramp: int = 4) -> tuple[RolloutStats, float]:
     agent = ModelAgent(engine, Sampling(temperature=0.0, max_tokens=args.max_tokens), seed=0)
     stats = RolloutStats()
     t0 = time.perf_counter()
     out = list(run_rollouts(cands, agent, k=args.k, seed=0, sandbox_cfg=SandboxConfig(unsafe=args.unsafe),
-                            max_turns=args.max_turns, batch_size=batch_size, workers=args.workers,
+                            max_turns=args.max_turns, batch_size=batch_size, workers=args.workers, ramp=ramp,
                             stats=stats))
     # Record I/O belongs to the rollout's cost: serialise what a command would write.
     blob = b"".join(orjson.dumps(r) + b"\n" for r in out)
@@ -84,6 +84,7 @@ def main() -> None:
                     help="torch CPU threads (1: OpenMP spin-waiting on a shared, busy machine "
                     "slows every step many times over; 0 leaves torch's default)")
     ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--ramp", type=int, default=4, help="turns over which the batch fills (run_rollouts ramp)")
     ap.add_argument("--engine", default="hf")
     ap.add_argument("--model", default=None, help="default: the tiny model (built under bench/data)")
     ap.add_argument("--unsafe", action="store_true", help="no bwrap (for machines without it)")
@@ -102,11 +103,13 @@ def main() -> None:
     print(f"{len(cands)} environments x {args.k} episodes x 2 conditions = {n_eps} episodes, "
           f"max {args.max_turns} turns x {args.max_tokens} tokens, engine {engine.name}, model {model}")
     engine.generate([[1, 2, 3]], Sampling(max_tokens=2))  # warm-up
-    together, _ = run(cands, engine, args, batch_size=n_eps)
+    together, _ = run(cands, engine, args, batch_size=n_eps, ramp=args.ramp)
     show("together", together)
     alone, _ = run(cands, engine, args, batch_size=1)
     show("one by one", alone)
     ratio = (together.model_tokens / together.wall_seconds) / (alone.model_tokens / alone.wall_seconds)
+    gen_ratio = (together.model_tokens / together.generate_seconds) / (alone.model_tokens / alone.generate_seconds)
+    print(f"generation-only ratio (tokens per second inside generate): {gen_ratio:.1f}x")
     outside = 1 - together.generate_seconds / together.wall_seconds
     print(f"throughput ratio together/one-by-one: {ratio:.1f}x (target >= 5x); "
           f"tokens {together.model_tokens} vs {alone.model_tokens}")

@@ -355,3 +355,26 @@ def test_command_needs_a_model_only_when_there_is_something_to_play():
     assert r.returncode == 2
     assert r.stderr.decode().strip() == ("spade-rollout: error: --model is required with --agent model "
                                          "(or use --agent replay)")
+
+
+@pytest.mark.gpu
+def test_vllm_rollouts_on_tiny_model(tiny_model):
+    pytest.importorskip("vllm")
+    from spade_cli.engines import Sampling, load_engine
+
+    eng = load_engine(str(tiny_model), "vllm", gpu_memory_utilization=0.3, enforce_eager=True)
+    try:
+        agent = ModelAgent(eng, Sampling(temperature=1.0, max_tokens=8), seed=5)
+        cands = [cand(GUESS, "guess"), cand(CALC, "calc")]
+        a = list(run_rollouts(cands, agent, k=2, seed=5, sandbox_cfg=CFG, max_turns=3))
+        b = list(run_rollouts(cands, agent, k=2, seed=5, sandbox_cfg=CFG, max_turns=3))
+    finally:
+        eng.close()
+    for rec in a:
+        assert rec["rollouts"]["agent"]["engine"] == "vllm"
+        for e in episodes(rec):
+            assert len(e["env_mask"]) == len(e["completion_ids"]) == len(e["logprobs"]) > 0
+            assert e["stop"] in ("terminated", "truncated", "max_turns", "context")
+    # vLLM seeds follow each request, so the same --seed samples the same tokens
+    assert [e["completion_ids"] for r in a for e in episodes(r)] == \
+        [e["completion_ids"] for r in b for e in episodes(r)]

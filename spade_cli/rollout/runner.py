@@ -131,6 +131,7 @@ def run_rollouts(
     episode_timeout: float = 300.0,
     batch_size: int = 64,
     workers: int = 8,
+    ramp: int = 4,
     prompt: Prompt | None = None,
     stats: RolloutStats | None = None,
     on_episode: Any = None,
@@ -142,7 +143,9 @@ def run_rollouts(
     `max_context` caps prompt + completion tokens of an episode (default: the agent's
     context window); `episode_timeout` is each episode's wall time from its reset;
     `batch_size` is the number of episodes in flight; `workers` the threads that start
-    and step sandboxed environments."""
+    and step sandboxed environments. The first `ramp` turns fill the batch in equal
+    steps, so generation starts once a fraction of the sandboxed workers are up and the
+    others start meanwhile (a fixed schedule: batches stay deterministic)."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
@@ -159,6 +162,8 @@ def run_rollouts(
     batch_size = max(1, int(batch_size))
     workers = max(1, int(workers))
     agent_info = agent.describe()
+    ramp = max(1, int(ramp))
+    turn = 0
     t_start = time.monotonic()
 
     source = iter(candidates)
@@ -216,7 +221,9 @@ def run_rollouts(
             yield from finish_ready()
             # Admit pending episodes in order up to the batch size, and start them.
             admitted = []
-            while len(live) + len(admitted) < batch_size and pending:
+            cap = batch_size if turn >= ramp else -(-batch_size * (turn + 1) // ramp)
+            turn += 1
+            while len(live) + len(admitted) < cap and pending:
                 ep = pending.popleft()
                 if id(ep) not in spawning:
                     spawning[id(ep)] = spawn_pool.submit(ep.spawn, cfg)
