@@ -189,7 +189,9 @@ def test_the_jail():
                "nnp": st["NoNewPrivs"].strip(), "seccomp": st["Seccomp"].strip(), "env": dict(os.environ), "root": sorted(os.listdir("/")),
                "usr": sorted(os.listdir("/usr")), "site": sorted(os.listdir(os.path.dirname(gym.__path__[0]))),
                "pid": os.getpid(), "mounts": open("/proc/self/mounts").read(),
-               "ifaces": [n for _, n in socket.if_nameindex()]}
+               "ifaces": [n for _, n in socket.if_nameindex()],
+               "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")
+                             if os.path.exists(f"/proc/self/fd/{fd}"))}
         for mod in ("torch", "transformers", "spade_cli"):
             try:
                 __import__(mod); out[mod] = "importable"
@@ -224,6 +226,7 @@ def test_the_jail():
     assert "torch" not in out["site"] and "gymnasium" in out["site"] and "numpy" in out["site"]
     assert out["pid"] == 2  # own pid namespace: bwrap's init is 1
     assert out["ifaces"] == ["lo"]
+    assert out["fds"] == [0, 1, 2, 3]  # stdio + the protocol channel: nothing of the host's
     for path in ("/opt/python/lib/python3.11/os.py", "/usr/lib/x", "/x", "/opt/x", "/dev/x", "/proc/x"):
         assert out[path] in (errno.EROFS, errno.EACCES, errno.ENOENT), (path, out[path])
     mounts = {line.split()[1]: line.split()[3] for line in out["mounts"].splitlines()}
