@@ -290,6 +290,71 @@ def test_memory_suite_reads_a_memory_file(tmp_path):
     assert r.returncode == 2 and b"needs --memory FILE" in r.stderr
 
 
+# --------------------------------------------------------------------------- the model path
+
+
+class ScriptedEngine:
+    """An engine whose replies are fixed texts in the native tool-call format: it drives
+    the *model* agent loop (prompts, batching, parse_tool_calls, text actions) with known
+    answers, so a perfect script must score 100% through that path too."""
+
+    name, model, max_model_len = "scripted", "scripted", 10**9
+
+    def __init__(self, scripts: dict[str, list[str]]):
+        from spade_cli.engines import parse_tool_calls
+
+        self.scripts, self.convs, self.batches = scripts, [], []
+        self.parse_tool_calls = parse_tool_calls
+
+    def chat_ids(self, messages, tools=None):
+        first = next(m["content"] for m in messages if m["role"] == "user")
+        self.convs.append((first, sum(m["role"] == "assistant" for m in messages)))
+        return [len(self.convs) - 1]
+
+    def generate(self, prompts, sampling):
+        from spade_cli.engines import Generation
+
+        self.batches.append(len(prompts))
+        return [Generation(self.scripts[self.convs[p[0]][0]][self.convs[p[0]][1]], p, [0, 0], None, "stop")
+                for p in prompts]
+
+
+def _script(actions: list) -> list[str]:
+    """Oracle actions as model replies: a group of calls is one reply of <tool_call> blocks;
+    a text action comes after some thinking that must not reach the environment."""
+    out = []
+    for a in actions:
+        if isinstance(a, list):
+            out.append("".join(f"<tool_call>\n{c}\n</tool_call>" for c in a))
+        else:
+            out.append(f"<think>not this: [9] [C A] <answer>0</answer></think>\n{a}")
+    return out
+
+
+@needs_bfcl
+@needs_rg
+@needs_ta
+def test_model_loop_with_perfect_replies_scores_100():
+    from spade_cli.engines import Sampling
+    from spade_cli.evals.agent import run_model
+
+    tasks = (build_tasks(["bfcl:base"], 6) + build_tasks(["reasoning-gym"], 18)
+             + build_tasks(["textarena:GuessTheNumber-v0,TowerOfHanoi-v0,Sudoku-v0-very-easy"], 3))
+    scripts = {}
+    for t in tasks:
+        env = t.make_env()
+        obs, info = env.reset(seed=t.seed)
+        assert obs not in scripts
+        scripts[obs] = _script(t.oracle(env, obs, info))
+        env.close()
+    eng = ScriptedEngine(scripts)
+    results = run_model(eng, tasks, 1, Sampling(temperature=0.0, max_tokens=8), seed=0)
+    _all_pass(tasks, results)
+    assert max(eng.batches) == len(tasks)  # every episode in flight shares one generation
+    bfcl_turns = results[0][0]["turns"]
+    assert any(t["action"].startswith('{"name"') for t in bfcl_turns)
+
+
 # --------------------------------------------------------------------------- fixed pool
 
 

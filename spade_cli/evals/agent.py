@@ -6,7 +6,8 @@ tools and sampling seed). The conversation follows the environment contract: the
 environment's first observation is the user message; a reply with tool calls in the
 model's native format (`engine.parse_tool_calls`) is passed to `step` call by call as JSON
 `{"name", "arguments"}` and each result comes back as a `tool` message; a reply without
-tool calls is passed to `step` as text and the next observation is the next user message.
+tool calls is passed to `step` as text (thinking blocks removed) and the next observation
+is the next user message.
 The assistant message keeps the model's raw text, so the next prompt re-renders exactly
 what it generated.
 
@@ -22,6 +23,7 @@ called first, as for a generation with parallel calls).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +34,13 @@ from ..records import seed_for
 from .base import Task, clip01
 
 OBS_CHARS = 2000  # observations kept in records are cut to this many characters
+# A text action is the reply without its thinking, as in spade-rollout (rollout/episode.py),
+# so a reasoning model's scratch work never reaches the environment's parser.
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+
+
+def action_text(text: str) -> str:
+    return _THINK.sub("", text).strip()
 
 
 def _cut(text: str, n: int = OBS_CHARS) -> str:
@@ -201,7 +210,7 @@ def _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns,
                         ended = True
                         break
             else:
-                ended = _apply(ep, text, "user")
+                ended = _apply(ep, action_text(text), "user")
             if not ended and g.finish_reason == "context":
                 ep.stop, ended = "context", True
             if not ended and ep.num_turns >= ep.max_turns:
