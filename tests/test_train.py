@@ -334,6 +334,41 @@ def test_environment_tokens_get_no_gradient(tiny_model, tok, tmp_path):
     assert not torch.allclose(grad_c, grad_d)
 
 
+def test_stored_logprobs_are_checked_against_the_model(tiny_model, tok, tmp_path):
+    """Logprobs stored by the engine that sampled with this model agree with TRL's own;
+    logprobs from some other policy show up in sampling/logp_abs_diff."""
+    from transformers import AutoModelForCausalLM
+
+    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.grpo import build_trainer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    prompt = _enc(tok, "Design environment number 0.")
+    comps = [_enc(tok, t) + [tok.eos_token_id] for t in POS + NEG]
+
+    def token_logprobs(c):
+        import torch
+
+        ids = torch.tensor([prompt + c])
+        with torch.no_grad():
+            lp = torch.log_softmax(model(ids).logits[0, len(prompt) - 1 : -1].float(), -1)
+        return lp.gather(1, torch.tensor(c)[:, None])[:, 0].tolist()
+
+    def logp_diff(shift):
+        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2), [x + shift for x in token_logprobs(c)])
+                for i, c in enumerate(comps)]
+        f = write(tmp_path / f"lp{shift}.jsonl", recs)
+        cfg = TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="designer")
+        groups, _ = read_groups(cfg.inputs, role="designer")
+        trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
+        trainer.model.train()
+        trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        return trainer._metrics["train"]["sampling/logp_abs_diff"][0]
+
+    assert logp_diff(0.0) < 1e-4
+    assert logp_diff(-1.0) == pytest.approx(1.0, abs=1e-3)
+
+
 @pytest.mark.slow
 def test_two_processes_match_one(trained, tiny_model):
     """`--num-processes 2` (gloo, two real processes) gives the same losses, gradient

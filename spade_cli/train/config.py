@@ -41,6 +41,11 @@ class TrainConfig:
     learning_rate: float = 1e-6
     temperature: float = 1.0
     """Temperature of the policy whose logprobs are trained (match the sampling temperature)."""
+    off_policy_mask_threshold: float | None = None
+    """TRL's off-policy sequence mask: drop negative-advantage sequences whose mean KL from
+    the stored sampling logprobs exceeds this (None = off)."""
+    logprob_warn: float = 0.5
+    """Warn when stored logprobs differ from the model's by more than this (nats/token)."""
     epochs: int = 1
     """Optimisation passes over each batch of stored samples (GRPO's mu, TRL num_iterations);
     passes after the first are clipped against the policy that produced the batch."""

@@ -46,6 +46,7 @@ class StoredRollouts:
         rank = trainer.accelerator.process_index
         n = len(prompts)
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "reward": []}
+        has_logprobs = False
         for i, prompt in enumerate(prompts):
             pos = rank * n + i
             member = pos % self.group_size
@@ -65,7 +66,10 @@ class StoredRollouts:
             out["env_mask"].append(list(mask))
             out["reward"].append(reward)
             lp = s.logprobs
+            has_logprobs = has_logprobs or bool(lp)
             out["logprobs"].append([math.nan if v is None else v for v in lp] if lp else [math.nan] * len(s.completion_ids))
+        if not has_logprobs:
+            out["logprobs"] = None  # nothing stored: TRL then skips everything that uses them
         self.served += n
         return out
 
