@@ -186,6 +186,9 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, train_steps: int = 0, *
     """
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     cfg = {**DEFAULTS, **overrides}
     out = Path(out_dir)

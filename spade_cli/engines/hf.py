@@ -36,7 +36,10 @@ class HFEngine(Engine):
                  trust_remote_code: bool = False, **_ignored):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        # transformers draws its loading bars even when stderr is a log file.
+        hf_logging.disable_progress_bar()
         if device in (None, "auto"):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if dtype in (None, "auto"):
