@@ -183,6 +183,30 @@ def test_tool_calls_go_through_the_native_format_and_parser(tiny_model):
     assert all("<tool_call>" in text for text, _ in parsed)
 
 
+def test_env_tokens_follow_the_template_even_when_it_rewrites_past_turns(tiny_model):
+    from transformers import AutoTokenizer
+
+    from spade_cli.rollout.trajectory import ChatFormat
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model))
+    fmt = ChatFormat(tok)
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    obs = [{"role": "user", "content": "You see a door."}]
+    want = "\n<|im_start|>user\nYou see a door.<|im_end|>\n<|im_start|>assistant\n"
+    assistant = {"role": "assistant", "content": "open door"}
+    assert tok.decode(fmt.env_ids("S", None, assistant, obs, end)) == want
+    # cut off before its end-of-turn: the marker is the environment's
+    assert tok.decode(fmt.env_ids("S", None, assistant, obs, None)) == "<|im_end|>" + want
+    # Like Qwen3: an assistant turn after the last user message carries an empty think
+    # block, which disappears from the rendering once a newer user message follows.
+    tok.chat_template = (
+        "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' }}"
+        "{%- if m.role == 'assistant' and loop.last %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+        "{{- m.content + '<|im_end|>\\n' }}{%- endfor %}"
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
+    assert tok.decode(fmt.env_ids("S", None, assistant, obs, end)) == want
+
+
 # --------------------------------------------------------------------------- tiny model
 
 

@@ -22,9 +22,11 @@ trajectory differ from what was generated. The observation after the final step 
 appended (no generation follows it); it is in the episode's `turns`.
 
 The env tokens of a turn come from the chat template itself: render a short conversation
-ending with the assistant turn (no generation prompt), render it again with the
-observation message(s) and the generation prompt, and take the difference; the text the
-template puts after the assistant's end-of-turn marker (ChatML's "\\n") is prepended.
+(system, a stand-in user turn, the assistant turn, the observation message(s), the
+generation prompt) and take everything after the assistant turn's end-of-turn marker
+(the model's own last token when it ended its turn; ChatML's "<|im_end|>"), which
+starts with whatever the template writes after that marker (ChatML's "\\n"). When the
+model was cut off before ending its turn, the marker itself is an env token too.
 """
 
 from __future__ import annotations
@@ -113,11 +115,6 @@ class ChatFormat:
             return list(self._chat_ids(messages, tools=tools or None))
         return self.encode(self.render(messages, tools, True))
 
-    def _after_marker(self, text: str, marker: str) -> str:
-        """What the template writes after the last end-of-turn `marker` in `text`."""
-        i = text.rfind(marker) if marker else -1
-        return text[i + len(marker):] if i >= 0 else ""
-
     def env_ids(self, system: str, tools: list[dict] | None, assistant: dict,
                 observations: list[dict], last_token: int | None) -> list[int]:
         """Tokens between the model's last token and its next turn: the rest of the
@@ -126,25 +123,32 @@ class ChatFormat:
         `last_token` is the model's final token when it ended its turn with a special
         token (its end-of-turn); None when it was cut off (max tokens or a stop string),
         in which case the end-of-turn marker itself is an env token too."""
-        head = [{"role": "system", "content": system}, _PREFIX_USER, assistant]
-        before = self.render(head, tools, False)
-        after = self.render(head + observations, tools, True)
-        if not after.startswith(before):
-            # A template that rewrites earlier turns once more follow (rare): keep what
-            # the two renderings share and treat the rest as the new env text.
+        marker = self.tokenizer.convert_ids_to_tokens(last_token) if last_token is not None else self.eos_text
+        head = [{"role": "system", "content": system}, _PREFIX_USER]
+        after = self.render(head + [assistant] + observations, tools, True)
+        # The assistant turn's end is the first end-of-turn marker after the head's own.
+        # Counting markers, rather than diffing two renderings, stays right for
+        # templates that render a past assistant turn differently once a newer user
+        # message follows (Qwen3 drops its <think> block then).
+        n_head = self.render(head, tools, False).count(marker) if marker else 0
+        pos = -1
+        for _ in range(n_head + 1):
+            pos = after.find(marker, pos + 1) if marker else -1
+            if pos < 0:
+                break
+        if pos < 0:
+            # No usable marker: fall back to what follows the assistant-only rendering.
+            if not self._warned:
+                log.warning("chat template: no end-of-turn marker found; env tokens are approximate")
+                self._warned = True
+            before = self.render(head + [assistant], tools, False)
             n = 0
             while n < min(len(before), len(after)) and before[n] == after[n]:
                 n += 1
-            if not self._warned:
-                log.warning("chat template re-renders the assistant turn; env tokens are approximate")
-                self._warned = True
-            before, after = before[:n], after
-        delta = after[len(before):]
-        if last_token is not None:
-            marker = self.tokenizer.convert_ids_to_tokens(last_token)
-            text = self._after_marker(before, marker) + delta
-        else:
-            text = self.eos_text + self._after_marker(before, self.eos_text) + delta
+            return self.encode(after[n:])
+        text = after[pos + len(marker):]
+        if last_token is None:
+            text = marker + text  # the model was cut off: the marker is the template's
         return self.encode(text)
 
     def assistant_text(self, system: str, tools: list[dict] | None, message: dict) -> str:
