@@ -90,6 +90,12 @@ def test_unknown_family_lists_the_available_ones():
     assert "gcd" in err and len(err.splitlines()) == 1
 
 
+@needs_ta
+def test_zero_items_needs_a_finite_suite():
+    with pytest.raises(UsageError, match="no fixed set of items"):
+        build_tasks(["textarena"], 0)
+
+
 @needs_bfcl
 def test_unknown_bfcl_category():
     with pytest.raises(UsageError, match="unknown BFCL category 'nope'"):

@@ -43,7 +43,7 @@ def eval(
     engine: Annotated[str, typer.Option("--engine", help="auto, hf, vllm or openai.")] = "auto",
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server (engine openai).")] = None,
     oracle: Annotated[bool, typer.Option("--oracle", help="Play each task's privileged solution instead of a model (harness check: must score 100%).")] = False,
-    num_items: Annotated[int, typer.Option("-n", "--num-items", min=0, help="Tasks per suite (bfcl: 0 = all 800 entries).")] = 20,
+    num_items: Annotated[int, typer.Option("-n", "--num-items", min=0, help="Tasks per suite; 0 = every item once where the set is finite (bfcl: all 800 entries; library, memory: every environment).")] = 20,
     samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Samples per task; pass@k is reported for k > 1.")] = 1,
     temperature: Annotated[float | None, typer.Option("--temperature", help="Default 0 (greedy) for one sample, 1.0 for several.")] = None,
     top_p: Annotated[float, typer.Option("--top-p")] = 1.0,

@@ -62,7 +62,7 @@ def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list
         raise DataError(f"the {suite} pool is empty")
     out = []
     count: dict[str, int] = {}
-    for i in range(n):
+    for i in range(n or len(entries)):  # n = 0: every environment once
         e = entries[i % len(entries)]
         idx = count.get(e["name"], 0)
         count[e["name"]] = idx + 1

@@ -104,6 +104,8 @@ class ReasoningGymEnv:
 
 
 def tasks(n: int, seed: int, subset: list[str] | None = None) -> list[Task]:
+    if n < 1:
+        raise UsageError(f"suite {SUITE!r} has no fixed set of items: give -n > 0")
     families = list(subset) if subset else list(DEFAULT_FAMILIES)
     known = set(available_families())
     bad = [f for f in families if f not in known]

@@ -124,6 +124,8 @@ class TextArenaEnv:
 
 
 def tasks(n: int, seed: int, subset: list[str] | None = None) -> list[Task]:
+    if n < 1:
+        raise UsageError(f"suite {SUITE!r} has no fixed set of items: give -n > 0")
     require("textarena", "textarena", SUITE)
     games = list(subset) if subset else list(DEFAULT_GAMES)
     bad = [g for g in games if g not in GAMES]
