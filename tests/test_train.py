@@ -71,6 +71,13 @@ def test_groups_by_role_and_hint_flag(tmp_path):
     assert groups[1][0].env_mask == [1, 0, 0, 1] and groups[1][1].reward == 1.0
     assert stats.skipped["no_rollouts"] == 3 and stats.skipped["no_design"] == 1
     assert [g[0].role for g in read_groups([str(f)], role="designer")[0]] == ["designer"]
+    empty = {**episode([5], [([6], 1)], 0.5), "prompt_ids": [], "completion_ids": [], "env_mask": [],
+             "logprobs": None, "stop": "context"}
+    broken = {**episode([5], [([6], 1)], 0.0), "stop": "env_error"}
+    recs[-1]["rollouts"]["nohint"] += [empty, broken]
+    f = write(tmp_path / "c.jsonl", recs)
+    assert read_groups([str(f)], role="agent")[1].skipped == {"empty_episode": 1, "env_error_episode": 1,
+                                                               "no_rollouts": 3}
     hinted, _ = read_groups([str(f)], role="agent", include_hinted=True)
     assert [g[0].group for g in hinted] == ["agent:e1:nohint", "agent:e1:hint"]
 
@@ -125,6 +132,26 @@ def test_mixing_ratio_subsamples_the_plentiful_role(tmp_path):
     assert len(mix_groups(groups, None, seed=0)) == 8
     with pytest.raises(UsageError):
         mix_groups(groups, 1.5, seed=0)
+
+
+def test_batch_plan_spans_steps_when_a_step_holds_part_of_a_group(tmp_path):
+    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.grpo import plan_batches
+
+    recs = []
+    for g in range(5):
+        recs += [designer(f"d{g}{i}", f"g{g}", [1], [2, i], float(i)) for i in range(4)]
+    groups, _ = read_groups([str(write(tmp_path / "p.jsonl", recs))], role="designer")
+    plan = lambda **kw: plan_batches(TrainConfig(model="m", output_dir="o", **kw), groups, 1)  # noqa: E731
+    assert plan()["steps"] == 5 and plan()["steps_per_generation"] == 1
+    # 2 rows per step: a group of 4 spans 2 optimizer steps.
+    p = plan(per_device_batch_size=2)
+    assert (p["steps_per_generation"], p["steps"], p["left_out_groups"]) == (2, 10, 0)
+    # 6 rows per step: whole groups need 12 rows = 2 steps = 3 groups; 2 groups left out.
+    p = plan(per_device_batch_size=6, epochs=2)
+    assert (p["steps_per_generation"], p["groups_per_step"], p["steps"], p["left_out_groups"]) == (2, 3, 4, 2)
+    with pytest.raises(DataError, match="needs 6"):
+        plan(per_device_batch_size=24)
 
 
 def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):

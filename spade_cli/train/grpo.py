@@ -79,7 +79,13 @@ def check_config(cfg: TrainConfig) -> None:
 
 
 def plan_batches(cfg: TrainConfig, groups: list[list[Sample]], num_processes: int) -> dict[str, int]:
-    """Group size G, per-device batch and the number of optimizer steps, or a clear error."""
+    """Group size G, per-device batch, generation batch and optimizer steps, or a clear error.
+
+    TRL needs every generation batch (the rows whose rewards are normalised together) to
+    hold whole groups. One optimizer step holds per-device x processes x grad-accum rows;
+    when that is not a multiple of G, a generation batch spans the fewest optimizer steps
+    that make it one (TRL then recomputes the old logprobs for the later steps, as it does
+    for any batch reused across steps)."""
     g = cfg.group_size or max(len(x) for x in groups)
     if g < 2:
         raise UsageError("--group-size must be at least 2")
@@ -87,22 +93,21 @@ def plan_batches(cfg: TrainConfig, groups: list[list[Sample]], num_processes: in
     if too_big:
         raise DataError(f"{len(too_big)} groups have more than --group-size {g} samples (largest {max(too_big)})")
     per_device = cfg.per_device_batch_size or g
-    gen_batch = per_device * num_processes * cfg.grad_accum
-    if gen_batch % g:
-        raise UsageError(
-            f"one optimizer step holds {gen_batch} sequences (--per-device-batch-size {per_device} x "
-            f"{num_processes} processes x --grad-accum {cfg.grad_accum}); it must be a multiple of the "
-            f"group size {g}"
-        )
-    groups_per_step = gen_batch // g
-    steps = len(groups) // groups_per_step
-    if steps == 0:
+    if per_device < 1:
+        raise UsageError("--per-device-batch-size must be at least 1")
+    step_rows = per_device * num_processes * cfg.grad_accum
+    spans = g // math.gcd(step_rows, g)  # optimizer steps per generation batch
+    gen_rows = step_rows * spans
+    groups_per_gen = gen_rows // g
+    gens = len(groups) // groups_per_gen
+    if gens == 0:
         raise DataError(
-            f"{len(groups)} trainable groups but one optimizer step needs {groups_per_step}: "
-            "lower --per-device-batch-size or --grad-accum"
+            f"{len(groups)} trainable groups but one batch of whole groups needs {groups_per_gen} "
+            f"({gen_rows} rows of group size {g}): lower --per-device-batch-size or --grad-accum"
         )
-    return {"group_size": g, "per_device": per_device, "groups_per_step": groups_per_step,
-            "steps": steps * cfg.epochs, "left_out_groups": len(groups) - steps * groups_per_step}
+    return {"group_size": g, "per_device": per_device, "steps_per_generation": cfg.grad_accum * spans,
+            "groups_per_step": groups_per_gen, "steps": gens * spans * cfg.epochs,
+            "left_out_groups": len(groups) - gens * groups_per_gen}
 
 
 # --------------------------------------------------------------------------- metrics
@@ -217,8 +222,10 @@ def _make_trainer_class():
             with open(self.path, "a") as fh:
                 fh.write(json.dumps({k: _finite(v) for k, v in row.items()}) + "\n")
             if "losses/loss" in row:
-                log.info("step %d/%d  loss %.4g  reward %.3g  grad_norm %.3g  %.0f tokens/s",
-                         state.global_step, state.max_steps, row["losses/loss"], row.get("rewards/mean") or 0,
+                reward = row.get("rewards/mean")  # only on steps that start a new batch of samples
+                log.info("step %d/%d  loss %.4g  reward %s  grad_norm %.3g  %.0f tokens/s",
+                         state.global_step, state.max_steps, row["losses/loss"],
+                         "-" if reward is None else f"{reward:.3g}",
                          row.get("optim/grad_norm") or 0, row.get("perf/tokens_per_second") or 0)
 
         def _advantages(self) -> dict[str, float]:
@@ -306,6 +313,7 @@ def build_trainer(cfg: TrainConfig, groups: list[list[Sample]], work_dir: str) -
         output_dir=work_dir,
         per_device_train_batch_size=plan["per_device"],
         gradient_accumulation_steps=cfg.grad_accum,
+        steps_per_generation=plan["steps_per_generation"],
         num_generations=plan["group_size"],
         num_iterations=cfg.epochs,
         num_train_epochs=1,

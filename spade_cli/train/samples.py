@@ -16,6 +16,7 @@ Documented skips (counted in `BuildStats`, logged, never silent):
 - groups whose rewards are all equal (zero advantage everywhere: GRPO learns nothing
   from them; this is DAPO's "dynamic sampling" filter),
 - agent episodes that ended in `env_error` (the reward says nothing about the agent),
+- agent episodes with no completion tokens (ended before the model generated anything),
 - samples with no model token (an all-zero env_mask).
 Missing or malformed token ids are errors naming FILE:LINE, not skips.
 """
@@ -141,6 +142,11 @@ def _agent_samples(rec: dict, reader: RecordReader, stats: BuildStats, include_h
                 raise reader.error(f"{what} must be an object")
             if ep.get("stop") == "env_error":
                 stats.skipped["env_error_episode"] += 1
+                continue
+            if ep.get("completion_ids") == []:
+                # The episode ended before the model generated anything (e.g. the prompt did
+                # not fit the context): nothing the model did to reward or blame.
+                stats.skipped["empty_episode"] += 1
                 continue
             prompt = _ids(ep.get("prompt_ids"), f"{what}.prompt_ids", reader)
             completion = _ids(ep.get("completion_ids"), f"{what}.completion_ids", reader)
