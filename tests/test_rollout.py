@@ -144,8 +144,16 @@ def test_replay_agent_solves_the_whole_example_library(tiny_model):
 
 
 def test_replay_without_a_model_plays_but_records_no_tokens():
-    out = list(run_rollouts([cand(GUESS, "guess"), cand(CALC, "calc")], ReplayAgent(), k=1,
-                            sandbox_cfg=CFG))
+    made = []
+
+    def factory():  # an agent factory runs once the first workers are starting
+        made.append(True)
+        return ReplayAgent()
+
+    stats = RolloutStats()
+    out = list(run_rollouts([cand(GUESS, "guess"), cand(CALC, "calc")], factory, k=1,
+                            sandbox_cfg=CFG, stats=stats))
+    assert made == [True] and stats.load_seconds > 0
     for rec in out:
         for e in episodes(rec):
             assert e["success"] and e["return"] == 1.0

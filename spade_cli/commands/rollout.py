@@ -137,10 +137,11 @@ def rollout(
             raise UsageError("--model is required with --agent model (or use --agent replay)")
         from ..engines import Sampling, load_engine
 
-        eng = load_engine(model, engine, base_url=base_url, tensor_parallel_size=tensor_parallel,
-                          max_batch_size=batch_size, seed=seed)
-        sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-        the_agent = ModelAgent(eng, sampling, seed=seed)
+        def the_agent() -> ModelAgent:  # called by run_rollouts once the first workers start
+            eng = load_engine(model, engine, base_url=base_url, tensor_parallel_size=tensor_parallel,
+                              max_batch_size=batch_size, seed=seed)
+            sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+            return ModelAgent(eng, sampling, seed=seed)
 
     stats = RolloutStats()
     bar = progress_bar("rollout", unit="ep")

@@ -45,6 +45,7 @@ class RolloutStats:
     model_tokens: int = 0
     wall_seconds: float = 0.0
     generate_seconds: float = 0.0
+    load_seconds: float = 0.0  # loading the model (an agent factory), workers starting meanwhile
     stops: Counter = field(default_factory=Counter)
     phases: Counter = field(default_factory=Counter)  # wall seconds of the loop outside generation
     returns: dict = field(default_factory=lambda: {"nohint": [], "hint": []})
@@ -56,11 +57,12 @@ class RolloutStats:
                 return f"{c} -"
             return f"{c} mean return {sum(r) / len(r):.3f}, solved {sum(x >= 1 - 1e-6 for x in r)}/{len(r)}"
 
-        outside = self.wall_seconds - self.generate_seconds
-        share = outside / self.wall_seconds if self.wall_seconds > 0 else 0.0
+        run = self.wall_seconds - self.load_seconds
+        share = (run - self.generate_seconds) / run if run > 0 else 0.0
+        load = f"model load {self.load_seconds:.1f}s, then " if self.load_seconds else ""
         stops = ", ".join(f"{k} {v}" for k, v in sorted(self.stops.items())) or "-"
         return (f"{self.candidates} candidates, {self.envs} environments, {self.episodes} episodes "
-                f"in {self.wall_seconds:.1f}s ({share:.0%} outside generation); "
+                f"in {self.wall_seconds:.1f}s ({load}{share:.0%} outside generation); "
                 f"{cond('nohint')}; {cond('hint')}; stops: {stops}")
 
 
@@ -140,6 +142,9 @@ def run_rollouts(
     and env.code); yield every candidate, in input order, with `rollouts` added to the
     ones played. `on_episode(episode_record)` is called as each episode ends (progress).
 
+    `agent` is a ModelAgent/ReplayAgent, or a zero-argument factory of one: then the
+    first workers start while it runs (loading a model takes a while).
+
     `max_context` caps prompt + completion tokens of an episode (default: the agent's
     context window); `episode_timeout` is each episode's wall time from its reset;
     `batch_size` is the number of episodes in flight; `workers` the threads that start
@@ -158,10 +163,8 @@ def run_rollouts(
     # The harness enforces the episode's wall time itself; the sandbox's own limit is a
     # backstop a little later, so a slow step is told apart from an expired episode.
     cfg = replace(cfg, episode_timeout=episode_timeout + cfg.call_timeout)
-    ctx_budget = min(int(max_context or agent.max_context), int(agent.max_context))
     batch_size = max(1, int(batch_size))
     workers = max(1, int(workers))
-    agent_info = agent.describe()
     ramp = max(1, int(ramp))
     turn = 0
     t_start = time.monotonic()
@@ -216,6 +219,15 @@ def run_rollouts(
             yield jobs.popleft().output(agent_info, k)
 
     try:
+        if not hasattr(agent, "act"):
+            # A factory: load the model while the first sandboxed workers start.
+            refill()
+            prefetch()
+            t0 = time.monotonic()
+            agent = agent()
+            stats.load_seconds += time.monotonic() - t0
+        ctx_budget = min(int(max_context or agent.max_context), int(agent.max_context))
+        agent_info = agent.describe()
         while True:
             refill()
             yield from finish_ready()
