@@ -122,7 +122,6 @@ def run_eval(suites: list[str], engine=None, n: int = 20, seed: int = 0, samples
     tasks = build_tasks(suites, n, seed, memory=memory, unsafe=unsafe)
     if oracle:
         agent = {"kind": "oracle"}
-        results = run_oracle(tasks)
     else:
         if engine is None:
             raise UsageError("run_eval needs an engine (or oracle=True)")
@@ -131,12 +130,20 @@ def run_eval(suites: list[str], engine=None, n: int = 20, seed: int = 0, samples
         sampling = sampling or Sampling(temperature=0.0 if samples == 1 else 1.0, max_tokens=256)
         agent = {"kind": "model", "engine": engine.name, "model": str(engine.model),
                  "sampling": sampling.to_dict()}
-        results = run_model(engine, tasks, samples, sampling, seed,
-                            max_in_flight=max_in_flight, max_turns=max_turns)
-    records = eval_records(tasks, results, agent, seed)
-    if on_record:
-        for r in records:
-            on_record(r)
+    records: list[dict] = []
+
+    def emit(i: int, episodes: list[dict]) -> None:
+        rec = eval_records([tasks[i]], [episodes], agent, seed)[0]
+        records.append(rec)
+        if on_record:
+            on_record(rec)  # streamed in task order as tasks finish
+
+    if oracle:
+        for i, episodes in enumerate(run_oracle(tasks)):
+            emit(i, episodes)
+    else:
+        run_model(engine, tasks, samples, sampling, seed, max_in_flight=max_in_flight,
+                  max_turns=max_turns, on_task=emit)
     summary = summarize(records)
     summary.update({"agent": agent, "seed": seed, "n": n, "samples": 1 if oracle else samples,
                     "suites_requested": list(suites)})

@@ -139,16 +139,18 @@ def _timed_start(ep: _Episode) -> bool:
 
 def run_model(engine, tasks: list[Task], samples: int, sampling, seed: int,
               max_in_flight: int = 64, max_turns: int | None = None,
-              on_done: Callable[[_Episode], None] | None = None,
+              on_task: Callable[[int, list[dict]], None] | None = None,
               workers: int = 8) -> list[list[dict]]:
     """Play every task `samples` times with the model. Returns, per task, its episodes.
+    `on_task(index, episodes)` is called in task order as soon as a task and all tasks
+    before it are done (so records can stream out in a deterministic order).
     Tasks marked `parallel` start in `workers` threads, which live until the run ends
     (a sandbox worker dies with the thread that started it)."""
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="eval-start") as pool:
-        return _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns, on_done, pool)
+        return _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns, on_task, pool)
 
 
-def _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns, on_done,
+def _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns, on_task,
                pool) -> list[list[dict]]:
     queue = deque(
         _Episode(t, i, seed_for(seed, "eval", f"{t.suite}/{t.task_id}/{i}"))
@@ -158,12 +160,16 @@ def _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns,
     index = {id(t): n for n, t in enumerate(tasks)}
     active: list[_Episode] = []
     limit = getattr(engine, "max_model_len", None)
+    flushed = 0  # tasks [0, flushed) have been handed to on_task
 
     def finish(ep: _Episode) -> None:
+        nonlocal flushed
         _close(ep)
         results[(index[id(ep.task)], ep.sample)] = ep.result()
-        if on_done:
-            on_done(ep)
+        while flushed < len(tasks) and all((flushed, i) in results for i in range(samples)):
+            if on_task:
+                on_task(flushed, [results[(flushed, i)] for i in range(samples)])
+            flushed += 1
 
     while queue or active:
         admitted = []
