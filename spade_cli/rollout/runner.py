@@ -176,17 +176,18 @@ def run_rollouts(
     live: list[Episode] = []
     spawning: dict[int, Any] = {}     # id(episode) -> future of its spawn
 
-    # Threads live until the pool shuts down, which matters: bwrap's --die-with-parent
-    # fires when the *thread* that started a worker exits.
     spawn_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-spawn")
     step_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-step")
     # Closing a worker is mostly waiting for it to exit: many threads, off the spawn path.
     close_pool = ThreadPoolExecutor(max_workers=4 * workers, thread_name_prefix="rollout-close")
     depth = max(batch_size, workers)  # workers started ahead of admission
+    backlog = 4 * (batch_size + depth) + 64
 
     def refill() -> None:
         nonlocal exhausted
-        while not exhausted and len(pending) < batch_size + depth:
+        # Enough pending episodes to fill the batch and prefetch; a bounded backlog of
+        # records waiting for an earlier candidate to finish (output keeps input order).
+        while not exhausted and len(pending) < batch_size + depth and len(jobs) < backlog:
             try:
                 rec = next(source)
             except StopIteration:
