@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from ..cli import Config, Output, Quiet, Seed, Verbose, Zstd, entry, log, make_app, open_output
+from ..engines import options as eo
 from ..errors import UsageError
 from ..evals import SUITES, check_suites, format_table
 
@@ -39,9 +40,8 @@ def eval(
         "--suite", "-s",
         help=f"Suite to run (repeatable): {', '.join(SUITES)}; NAME:a,b picks categories, "
              f"families, games or environments. Default: {', '.join(DEFAULT_SUITES)}.")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model directory (HF format) or served model name.")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="auto, hf, vllm or openai.")] = "auto",
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server (engine openai).")] = None,
+    model: eo.Model = "",
+    engine: eo.EngineName = "auto",
     oracle: Annotated[bool, typer.Option("--oracle", help="Play each task's privileged solution instead of a model (harness check: must score 100%).")] = False,
     num_items: Annotated[int, typer.Option("-n", "--num-items", min=0, help="Tasks per suite; 0 = every item once where the set is finite (bfcl: all 800 entries; library, memory: every environment).")] = 20,
     samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Samples per task; pass@k is reported for k > 1.")] = 1,
@@ -56,6 +56,15 @@ def eval(
         "--emit-pool", help="Write the reasoning-gym families (--suite reasoning-gym[:families]) as "
                             "fixed-environment `candidate` records instead of evaluating.")] = False,
     unsafe_no_sandbox: UnsafeNoSandbox = False,
+    base_url: eo.BaseUrl = None,
+    tokenizer: eo.Tokenizer = None,
+    api: eo.Api = "completions",
+    tensor_parallel: eo.TensorParallel = 1,
+    gpu_memory: eo.GpuMemory = 0.85,
+    device: eo.Device = "auto",
+    dtype: eo.Dtype = "auto",
+    max_batch_size: eo.MaxBatch = 32,
+    max_model_len: eo.MaxModelLen = None,
     output: Output = "-",
     zstd: Zstd = False,
     seed: Seed = 0,
@@ -83,10 +92,12 @@ def eval(
     if not oracle:
         if not model:
             raise UsageError("--model is required (or --oracle to check the harness)")
-        from ..engines import Sampling, load_engine
+        from ..engines import Sampling
 
-        opts = {"base_url": base_url} if base_url else {}
-        eng = load_engine(model, engine=engine, **opts)
+        eng = eo.engine_from_options(model, engine, base_url=base_url, tokenizer=tokenizer, api=api,
+                                     tensor_parallel=tensor_parallel, gpu_memory=gpu_memory, device=device,
+                                     dtype=dtype, max_batch_size=max_batch_size, max_model_len=max_model_len,
+                                     seed=seed)
         temp = temperature if temperature is not None else (0.0 if samples == 1 else 1.0)
         sampling = Sampling(temperature=temp, top_p=top_p, max_tokens=max_tokens)
     else:
