@@ -384,6 +384,21 @@ def test_emit_pool_writes_contract_envs_of_reasoning_gym_families():
     assert env.step("<answer>-1</answer>")[1] < 1.0
 
 
+@needs_rg
+@needs_sandbox
+def test_fixed_pool_validates_in_the_sandbox_when_the_package_is_allowed():
+    from spade_cli.envs.validation import validate_records
+    from spade_cli.evals.rgym import fixed_pool_candidates
+    from spade_cli.sandbox import EnvSession, SandboxConfig
+
+    cands = fixed_pool_candidates(["gcd", "spell_backward"])
+    cfg = SandboxConfig(packages=("reasoning-gym",))
+    out = list(validate_records(cands, lambda code: EnvSession(code, cfg), seeds=2, workers=2))
+    assert [r["validation"]["reason"] for r in out] == ["ok", "ok"]
+    bare = list(validate_records(cands[:1], lambda code: EnvSession(code, SandboxConfig()), seeds=1))
+    assert bare[0]["validation"]["reason"] == "import_crash"  # the jail hides what it was not given
+
+
 # --------------------------------------------------------------------------- the tiny model
 
 
