@@ -50,7 +50,7 @@ def candidates(n: int) -> list[dict]:
     return cands
 
 
-def run(cands, engine, args, batch_size: int, ramp: int = 4) -> tuple[RolloutStats, float]:
+def run(cands, engine, args, batch_size: int, ramp: int = 1) -> tuple[RolloutStats, float]:
     agent = ModelAgent(engine, Sampling(temperature=0.0, max_tokens=args.max_tokens), seed=0)
     stats = RolloutStats()
     t0 = time.perf_counter()
@@ -66,11 +66,12 @@ def run(cands, engine, args, batch_size: int, ramp: int = 4) -> tuple[RolloutSta
 
 
 def show(name: str, st: RolloutStats) -> None:
-    outside = 1 - st.generate_seconds / st.wall_seconds
-    print(f"{name:>10}: {st.wall_seconds:7.1f}s wall, {st.episodes} episodes, {st.model_tokens} tokens, "
-          f"{st.model_tokens / st.wall_seconds:7.1f} tok/s, {st.generate_calls} generate calls, "
+    run = st.wall_seconds
+    outside = 1 - st.generate_seconds / run
+    print(f"{name:>10}: {run:7.1f}s wall, {st.episodes} episodes, {st.model_tokens} tokens, "
+          f"{st.model_tokens / run:7.1f} tok/s, {st.generate_calls} generate calls, "
           f"{outside:5.1%} of wall time outside generation")
-    parts = dict(st.phases, other=st.wall_seconds - st.generate_seconds - sum(st.phases.values()))
+    parts = dict(st.phases, other=run - st.generate_seconds - sum(st.phases.values()))
     print(" " * 12 + "outside generation: " + ", ".join(f"{k} {v:.2f}s" for k, v in parts.items()))
 
 
@@ -84,7 +85,7 @@ def main() -> None:
                     help="torch CPU threads (1: OpenMP spin-waiting on a shared, busy machine "
                     "slows every step many times over; 0 leaves torch's default)")
     ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("--ramp", type=int, default=4, help="turns over which the batch fills (run_rollouts ramp)")
+    ap.add_argument("--ramp", type=int, default=1, help="turns over which the batch fills (run_rollouts ramp)")
     ap.add_argument("--engine", default="hf")
     ap.add_argument("--model", default=None, help="default: the tiny model (built under bench/data)")
     ap.add_argument("--unsafe", action="store_true", help="no bwrap (for machines without it)")

@@ -133,7 +133,7 @@ def run_rollouts(
     episode_timeout: float = 300.0,
     batch_size: int = 64,
     workers: int = 8,
-    ramp: int = 4,
+    ramp: int = 1,
     prompt: Prompt | None = None,
     stats: RolloutStats | None = None,
     on_episode: Any = None,
@@ -148,9 +148,11 @@ def run_rollouts(
     `max_context` caps prompt + completion tokens of an episode (default: the agent's
     context window); `episode_timeout` is each episode's wall time from its reset;
     `batch_size` is the number of episodes in flight; `workers` the threads that start
-    and step sandboxed environments. The first `ramp` turns fill the batch in equal
-    steps, so generation starts once a fraction of the sandboxed workers are up and the
-    others start meanwhile (a fixed schedule: batches stay deterministic)."""
+    and step sandboxed environments. With `ramp` > 1 the first `ramp` turns fill the
+    batch in equal steps, so generation starts once a fraction of the sandboxed workers
+    are up and the others start meanwhile (a fixed schedule: batches stay
+    deterministic). Off by default: on a CPU the early small batches cost more than the
+    overlap saves (bench/bench_rollout.py --ramp 4)."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
