@@ -41,7 +41,8 @@ kind "env"  (environment memory, spade-regret --memory; parents = [candidate id]
     replays, last_round (the round it was last played: added or replayed)
 kind "checkpoint" (spade-train)
     path, base_model, role, metrics_path, steps, samples,
-    format ("full" | "merged" | "adapter"), groups {designer, agent}, group_size,
+    format ("full" | "merged" | "adapter" | "unchanged": --if-empty keep, with reason),
+    groups {designer, agent}, group_size,
     left_out_groups, padded_rows, skipped {reason: count}, truncated {prompts, completions},
     processes, seconds, train_loss
 kind "eval" (spade-eval; one per held-out task)

@@ -172,6 +172,18 @@ def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):
     assert r.returncode == 3 and b"nothing to train on" in r.stderr and b"flat_reward_group" in r.stderr
 
 
+def test_cli_if_empty_keep_passes_the_model_on(cli, tiny_model, tmp_path):
+    flat = write(tmp_path / "flat.jsonl", [designer(f"d{i}", "g", [1], [2, i], -1.0) for i in range(4)])
+    r = cli("train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out")
+    assert r.returncode == 3 and b"nothing to train on" in r.stderr and r.stdout == b""
+    r = cli("train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out", "--if-empty", "keep")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["kind"] == "checkpoint" and rec["format"] == "unchanged" and rec["steps"] == 0
+    assert rec["path"] == str(Path(tiny_model).resolve()) and rec["skipped"]["flat_reward_group"] == 1
+    assert b"no learning signal" in r.stderr and not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow  # loads torch + transformers in a subprocess
 def test_cli_corrupt_weights_fail_cleanly(cli, tiny_model, tmp_path):
     import shutil

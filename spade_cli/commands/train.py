@@ -7,7 +7,8 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -15,6 +16,7 @@ from ..cli import Config, Inputs, Quiet, Seed, Verbose, entry, log, make_app, op
 from ..errors import DataError, UsageError
 from ..records import make_id, new_record
 from ..train.config import TrainConfig
+from ..train.samples import NothingToTrain
 
 app = make_app(
     "Train the model with GRPO (TRL) on the stored generations of a round: designer samples "
@@ -68,6 +70,7 @@ def train(
     report_to: Annotated[str, Opt("--report-to", help="Live dashboards through TRL: tensorboard, wandb or none.")] = "none",
     logging_steps: Annotated[int, Opt("--logging-steps", help="Log metrics every N optimizer steps.")] = 1,
     overwrite: Annotated[bool, Opt("--overwrite", help="Replace a non-empty --output-dir.")] = False,
+    if_empty: Annotated[str, Opt("--if-empty", help="When no group carries a learning signal: fail (exit 3), or keep the model: a record with format `unchanged`, steps 0 and path = --model.")] = "fail",
     num_processes: Annotated[int, Opt("--num-processes", help="Data-parallel processes (all machines); >1 starts `accelerate launch`.")] = 1,
     accelerate_config: Annotated[str | None, Opt("--accelerate-config", help="accelerate config file (DeepSpeed / FSDP; see examples/accelerate/).")] = None,
     num_machines: Annotated[int, Opt("--num-machines", help="Machines taking part (multi-node).")] = 1,
@@ -97,7 +100,7 @@ def train(
         lora_save=lora_save, seed=seed, metrics_path=metrics, report_to=report_to,
         logging_steps=logging_steps, overwrite=overwrite,
     )
-    from ..train.grpo import check_config, load_groups, plan_batches
+    from ..train.grpo import load_groups, model_kind
 
     spool = None
     if "-" in cfg.inputs:
@@ -110,8 +113,15 @@ def train(
     try:
         # Check everything cheap before loading a model or starting processes: bad data
         # fails here with FILE:LINE, then a missing or bad model.
+        if if_empty not in ("fail", "keep"):
+            raise UsageError("--if-empty must be fail or keep")
         try:
             groups, stats = load_groups(cfg)
+        except NothingToTrain as e:
+            if if_empty == "fail":
+                raise
+            info = _unchanged(cfg, e)
+            groups = None
         except DataError as e:
             if spool is not None and e.path == spool.name:
                 raise DataError(e.problem, "<stdin>", e.line) from None
@@ -120,39 +130,58 @@ def train(
             raise UsageError("--model is required (the checkpoint the round's samples came from)")
         if not output_dir:
             raise UsageError("--output-dir is required")
-        check_config(cfg)
-        plan = plan_batches(cfg, groups, num_processes)
-        log.info(
-            "%d groups (designer %d, agent %d), %d samples, group size %d, %d optimizer steps; skipped %s",
-            len(groups), stats.groups["designer"], stats.groups["agent"], stats.samples,
-            plan["group_size"], plan["steps"], dict(stats.skipped) or "nothing",
-        )
-        if plan["left_out_groups"]:
-            log.warning("%d groups do not fill a whole optimizer step and are left out this round",
-                        plan["left_out_groups"])
-        if stats.truncated_prompts or stats.truncated_completions:
-            log.warning("truncated %d prompts and %d completions to the length limits",
-                        stats.truncated_prompts, stats.truncated_completions)
-        if num_processes > 1 or num_machines > 1 or accelerate_config:
-            from ..train.launch import launch
-
-            info = launch(cfg, num_processes, accelerate_config=accelerate_config,
+        if groups is None:
+            model_kind(cfg.model)
+            log.warning("no learning signal this round (%s); keeping %s unchanged", info["reason"], cfg.model)
+        else:
+            info = _train(cfg, groups, stats, num_processes, accelerate_config=accelerate_config,
                           num_machines=num_machines, machine_rank=machine_rank,
                           main_process_ip=main_process_ip, main_process_port=main_process_port)
-        else:
-            from ..train.grpo import run
-
-            with contextlib.redirect_stdout(sys.stderr):
-                info = run(cfg)
     finally:
         if spool is not None:
             os.unlink(spool.name)
     if info is None:  # a machine of rank > 0: the main machine writes the record
         return
-    log.info("checkpoint %s (%s) after %d steps, loss %.4g", info["path"], info["format"], info["steps"], info["train_loss"])
+    if info["steps"]:
+        log.info("checkpoint %s (%s) after %d steps, loss %.4g", info["path"], info["format"], info["steps"],
+                 info["train_loss"])
     rec = new_record("checkpoint", make_id("ckpt", info["path"], info["base_model"], role, seed), [], **info)
     with open_output(output) as out:
         out.write(rec)
+
+
+def _unchanged(cfg: TrainConfig, e: NothingToTrain) -> dict:
+    path = str(Path(cfg.model).resolve()) if cfg.model else ""
+    return {"path": path, "base_model": path, "role": cfg.role, "format": "unchanged", "metrics_path": None,
+            "steps": 0, "samples": 0, "groups": {"designer": 0, "agent": 0},
+            "skipped": dict(e.stats.skipped), "reason": e.problem}
+
+
+def _train(cfg: TrainConfig, groups: list, stats: Any, num_processes: int, **launch_opts: Any) -> dict | None:
+    """Check the settings against the data, then train here or under accelerate."""
+    from ..train.grpo import check_config, plan_batches
+
+    check_config(cfg)
+    plan = plan_batches(cfg, groups, num_processes)
+    log.info(
+        "%d groups (designer %d, agent %d), %d samples, group size %d, %d optimizer steps; skipped %s",
+        len(groups), stats.groups["designer"], stats.groups["agent"], stats.samples,
+        plan["group_size"], plan["steps"], dict(stats.skipped) or "nothing",
+    )
+    if plan["left_out_groups"]:
+        log.warning("%d groups do not fill a whole batch of groups and are left out this round",
+                    plan["left_out_groups"])
+    if stats.truncated_prompts or stats.truncated_completions:
+        log.warning("truncated %d prompts and %d completions to the length limits",
+                    stats.truncated_prompts, stats.truncated_completions)
+    if num_processes > 1 or launch_opts["num_machines"] > 1 or launch_opts["accelerate_config"]:
+        from ..train.launch import launch
+
+        return launch(cfg, num_processes, **launch_opts)
+    from ..train.grpo import run
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return run(cfg)
 
 
 main = entry(app, "spade-train")

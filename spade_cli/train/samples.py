@@ -35,6 +35,14 @@ from ..recordio import RecordReader
 ROLES = ("designer", "agent", "both")
 
 
+class NothingToTrain(DataError):
+    """Every group was skipped (flat rewards, singletons...): there is no learning signal."""
+
+    def __init__(self, message: str, stats: BuildStats):
+        super().__init__(message)
+        self.stats = stats
+
+
 @dataclass
 class Sample:
     role: str  # "designer" | "agent"
@@ -231,9 +239,9 @@ def read_groups(
         stats.groups[members[0].role] += 1
         stats.samples += len(members)
     if not kept:
-        raise DataError(
+        raise NothingToTrain(
             f"nothing to train on: {stats.candidates} candidates gave no group with at least two "
-            f"samples and a reward spread (skipped: {dict(stats.skipped) or 'none'}; role {role})"
+            f"samples and a reward spread (skipped: {dict(stats.skipped) or 'none'}; role {role})", stats
         )
     return kept, stats
 
