@@ -7,6 +7,7 @@ knows which completions deserve to rise and which to fall.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -476,6 +477,21 @@ def test_kl_against_a_reference_model_and_uneven_groups(tiny_model, tok, tmp_pat
     assert len(kls) == 2 and kls[0] == pytest.approx(0.0, abs=1e-6) and kls[1] > 0
     # The pad row's NaN reward is excluded: the logged mean is over the 7 real rewards.
     assert rows[0]["rewards/mean"] == pytest.approx(4 / 7)
+
+
+@pytest.mark.slow
+def test_every_loss_type_trains(tiny_model, tok, tmp_path):
+    """Each TRL loss spade-train offers runs on stored samples (one batch, two passes),
+    with gradient checkpointing and a KL term on two of them."""
+    from spade_cli.train.config import LOSS_TYPES, TrainConfig
+    from spade_cli.train.grpo import run
+
+    data = write(tmp_path / "r.jsonl", round_records(tok)[:8])
+    for lt in LOSS_TYPES:
+        info = run(TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / lt), inputs=[str(data)],
+                               role="designer", loss_type=lt, learning_rate=1e-3, per_device_batch_size=8,
+                               epochs=2, gradient_checkpointing=lt == "grpo", beta=0.04 if lt == "dapo" else 0.0))
+        assert info["steps"] == 2 and math.isfinite(info["train_loss"]), lt
 
 
 # --------------------------------------------------------------------------- launching
