@@ -191,6 +191,12 @@ def test_tool_calls_go_through_the_native_format_and_parser(tiny_model):
     assert all("<tool_call>" in text for text, _ in parsed)
 
 
+def test_text_actions_drop_thinking_and_whitespace():
+    assert action_text("  left \n") == "left"
+    assert action_text("<think>maybe up?</think>\n down") == "down"
+    assert action_text("<think>cut off before the answer") == ""
+
+
 def test_env_tokens_follow_the_template_even_when_it_rewrites_past_turns(tiny_model):
     from transformers import AutoTokenizer
 

@@ -16,11 +16,11 @@ the env tokens of the next turn. Any EnvError ends the episode with stop "env_er
 
 Actions. Environments without tools: the assistant's reply with any <think>...</think>
 block removed, stripped of surrounding whitespace (the system prompt asks for the action
-only). Tool-use environments: every tool call `parse_tool_calls` finds in the reply is
-one action, passed to step() as JSON {"name", "arguments"} in order (several calls in one
-reply are several turns; the results go back as consecutive tool messages); a reply with
-no tool call is passed as plain text, so the environment answers it (usually with a
-usage message) and the turn counts.
+only). Tool-use environments: every tool call `parse_tool_calls` finds in the reply
+(outside <think>) is one action, passed to step() as JSON {"name", "arguments"} in
+order (several calls in one reply are several turns; the results go back as
+consecutive tool messages); a reply with no tool call is passed as plain text, so the
+environment answers it (usually with a usage message) and the turn counts.
 """
 
 from __future__ import annotations
@@ -155,7 +155,8 @@ class Episode:
         if gen.finish_reason == "context":
             self.finish("context", f"the prompt ({self.traj.length} tokens) fills the model's context")
             return
-        calls = parse_tool_calls(gen.text) if self.tools else []
+        # Tool calls drafted inside a <think> block are thoughts, not actions.
+        calls = parse_tool_calls(_THINK.sub("", gen.text)) if self.tools else []
         if calls:
             actions = [json.dumps({"name": c["name"], "arguments": c.get("arguments") or {}})
                        for c in calls]
