@@ -22,10 +22,16 @@ kind "candidate"
     env         {code, name, summary, max_turns, tools?}          (spade-validate, on success;
                  replayed candidates carry it from memory)
     validation  {valid, reason, detail, seconds, seeds}            (spade-validate)
-    rollouts    {agent, k, nohint: [episode], hint: [episode],
-                 summary: {nohint: stats, hint: stats}}           (spade-rollout)
+    rollouts    {agent, k, seeds, max_turns, nohint: [episode], hint: [episode],
+                 summary: {nohint: summary, hint: summary}}       (spade-rollout)
+        agent   {name: "model"|"replay", engine, model, sampling?, seed?}
+        seeds   the K environment seeds; episode i of both conditions plays seeds[i]
+        summary {n, mean_return, success_rate, mean_turns, stops: {stop: count}}
         episode {seed, hint, turns: [{observation, action, reward}], return, success,
                  num_turns, stop, detail?, prompt_ids, completion_ids, env_mask, logprobs?}
+                turns[t].observation is what the agent acted on at turn t; completion_ids
+                holds model tokens (env_mask 1) and env tokens (env_mask 0); logprobs is
+                aligned with it (0.0 on env tokens) or null when the engine gave none
     replay      {env_id, priority, staleness, replays}   (origin "replay": spade-memory replay)
     score       {valid, reason, estimator, regret, reward, estimates {mean-gap, max-gap,
                  learnability}, nohint: stats, hint: stats, accepted,
