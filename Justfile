@@ -14,6 +14,10 @@ setup:
 demo-corpus OUT="data/demo-corpus.jsonl.zst":
     mkdir -p "$(dirname {{OUT}})" && python3 -m spade_cli.corpus.demo {{OUT}}
 
+# One complete CPU round: tiny offline model, demo corpus, example environments.
+demo:
+    python3 -m spade_cli loop examples/demo.toml
+
 # Run the test suite (GPU tests skip without a GPU).
 test *ARGS:
     python3 -m pytest -q {{ARGS}}

@@ -41,8 +41,8 @@ class CorpusConfig:
     """Field holding the document text in JSONL/Parquet corpora."""
     mix: str = ""
     """Source weights, e.g. "web=0.7,code=0.3" (spade-sample-docs --mix)."""
-    max_chars: int = 4000
-    """Excerpt window for long documents."""
+    excerpt_chars: int = 4000
+    """Longer documents are cut to a window of this many characters."""
     extra_args: list[str] = field(default_factory=list)
     """Raw extra flags passed to this stage's command."""
 

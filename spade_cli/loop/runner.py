@@ -35,10 +35,15 @@ REPO = Path(__file__).resolve().parent.parent.parent
 LIBRARY = REPO / "examples" / "envs"
 
 
-def demo_corpus_path() -> Path:
-    from ..corpus.demo import default_demo_corpus  # built on first use, cached
+def demo_corpus_path(run_dir: Path) -> Path:
+    """The bundled demo corpus, built offline into the run directory on first use."""
+    path = run_dir / "demo-corpus.jsonl.zst"
+    if not path.exists():
+        from ..corpus.demo import build_demo_corpus
 
-    return Path(default_demo_corpus())
+        log.info("building the demo corpus in %s", path)
+        build_demo_corpus(str(path))
+    return path
 
 
 @dataclass
@@ -191,9 +196,10 @@ class Loop:
             out.append(Stage("pool", ["memory", "pool", pool, "-n", str(cfg.baseline.pool_size),
                                       "--round", str(r), "--seed", seed, "-o", str(cands)], [cands]))
         else:
-            corpus = cfg.corpus.paths or [str(demo_corpus_path())]
+            corpus = cfg.corpus.paths or [str(demo_corpus_path(self.run_dir))]
             sample = ["sample-docs", *corpus, "-n", str(cfg.corpus.docs_per_round), "--seed", seed,
-                      "--text-field", cfg.corpus.text_field, "--max-chars", str(cfg.corpus.max_chars)]
+                      "--text-field", cfg.corpus.text_field,
+                      "--excerpt-chars", str(cfg.corpus.excerpt_chars)]
             if cfg.corpus.mix:
                 sample += ["--mix", cfg.corpus.mix]
             out.append(Stage("sample-docs", [*sample, *cfg.corpus.extra_args, "-o", str(docs)], [docs]))
@@ -238,9 +244,9 @@ class Loop:
             ckpt, ckpt_rec = rnd.path("checkpoint"), rnd.path("checkpoint.jsonl")
             train = ["train", str(scored), "--model", rnd.model, "--output-dir", str(ckpt),
                      "--role", cfg.train.role if cfg.baseline.mode == "spade" else "agent",
-                     "--learning-rate", str(cfg.train.learning_rate), "--epochs", str(cfg.train.epochs),
-                     "--batch-size", str(cfg.train.batch_size), "--seed", seed,
-                     "--metrics", str(rnd.path("train-metrics.jsonl"))]
+                     "--lr", str(cfg.train.learning_rate), "--epochs", str(cfg.train.epochs),
+                     "--per-device-batch-size", str(cfg.train.batch_size), "--seed", seed,
+                     "--metrics", str(rnd.path("train-metrics.jsonl")), "--skip-empty"]
             if cfg.train.num_processes > 1:
                 train += ["--num-processes", str(cfg.train.num_processes)]
             if cfg.train.lora_r > 0:
@@ -250,7 +256,7 @@ class Loop:
         if cfg.eval.suites:
             evals = rnd.path("eval.jsonl.zst")
             model = str(rnd.path("checkpoint")) if cfg.train.enabled else rnd.model
-            argv = ["eval", "--model", model, "--engine", cfg.model.engine, "-n", str(cfg.eval.items),
+            argv = ["eval", "--model", model, "--engine", cfg.model.engine, "--num-items", str(cfg.eval.items),
                     "--seed", seed]
             for s in cfg.eval.suites:
                 argv += ["--suite", s]
