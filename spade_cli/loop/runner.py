@@ -256,8 +256,9 @@ class Loop:
         if cfg.eval.suites:
             evals = rnd.path("eval.jsonl.zst")
             model = str(rnd.path("checkpoint")) if cfg.train.enabled else rnd.model
+            # The same items every round, so checkpoints are comparable.
             argv = ["eval", "--model", model, "--engine", cfg.model.engine, "--num-items", str(cfg.eval.items),
-                    "--seed", seed]
+                    "--seed", str(cfg.seed)]
             for s in cfg.eval.suites:
                 argv += ["--suite", s]
             out.append(Stage("eval", [*argv, *cfg.eval.extra_args, "-o", str(evals)], [evals]))
