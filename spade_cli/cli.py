@@ -20,6 +20,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from . import timing
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, PipeClosed, SpadeError, UsageError
 from .recordio import RecordWriter
 from .records import in_shard, parse_shard
@@ -185,6 +186,12 @@ def entry(app: typer.Typer, prog: str) -> Callable[[], None]:
 
     def main(argv: list[str] | None = None) -> None:
         setup_logging(prog)
+        try:
+            _run(argv)
+        finally:
+            timing.report(prog)
+
+    def _run(argv: list[str] | None) -> None:
         try:
             app(args=argv, prog_name=prog, standalone_mode=False)
         except PipeClosed:

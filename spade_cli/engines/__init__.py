@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from .. import timing
 from ..errors import ResourceError, UsageError
 from .base import Engine, Generation, Sampling, parse_tool_calls
 
@@ -69,6 +70,12 @@ def load_engine(model: str, engine: str = "auto", **opts) -> Engine:
             raise ResourceError(f"model not found: {model}")
         if path.exists():
             model = str(path)
+    with timing.phase("load"):
+        engine = _construct(kind, model, opts)
+    return timing.timed(engine, "generate", "generate", "chat")
+
+
+def _construct(kind: str, model: str, opts: dict) -> Engine:
     if kind == "hf":
         from .hf import HFEngine
 
