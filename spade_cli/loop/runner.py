@@ -246,7 +246,7 @@ class Loop:
                      "--role", cfg.train.role if cfg.baseline.mode == "spade" else "agent",
                      "--lr", str(cfg.train.learning_rate), "--epochs", str(cfg.train.epochs),
                      "--per-device-batch-size", str(cfg.train.batch_size), "--seed", seed,
-                     "--metrics", str(rnd.path("train-metrics.jsonl")), "--skip-empty"]
+                     "--metrics", str(rnd.path("train-metrics.jsonl")), "--if-empty", "keep"]
             if cfg.train.num_processes > 1:
                 train += ["--num-processes", str(cfg.train.num_processes)]
             if cfg.train.lora_r > 0:
