@@ -416,3 +416,15 @@ def test_vllm_rollouts_on_tiny_model(tiny_model):
     # vLLM seeds follow each request, so the same --seed samples the same tokens
     assert [e["completion_ids"] for r in a for e in episodes(r)] == \
         [e["completion_ids"] for r in b for e in episodes(r)]
+
+
+def test_missing_bwrap_stops_the_run_instead_of_failing_every_episode(monkeypatch, tmp_path):
+    from spade_cli.errors import ResourceError
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ResourceError, match="bwrap not found"):
+        list(run_rollouts([cand(GUESS, "guess")], ReplayAgent(), k=1, sandbox_cfg=CFG))
+    r = run_cli("rollout", "--agent", "replay", input=orjson.dumps(cand(GUESS, "guess")) + b"\n",
+                env={"PATH": str(tmp_path)})
+    assert r.returncode == 4 and r.stdout == b""
+    assert r.stderr.decode().startswith("spade-rollout: error: bwrap not found")

@@ -103,16 +103,20 @@ class Episode:
 
     def spawn(self, cfg) -> None:
         """Start the sandboxed worker holding this episode's environment."""
-        from ..sandbox import EnvError, EnvSession
+        from ..sandbox import EnvSession
 
         try:
             self.session = EnvSession(self.job.code, cfg)
-        except EnvError as e:
+        except Exception as e:  # EnvError ends this episode; anything else the run (begin)
             self.spawn_error = e
 
     def begin(self, fmt, prompt, timeout: float) -> None:
         """Reset the environment and render the first prompt."""
         if self.spawn_error is not None:
+            from ..sandbox import EnvError
+
+            if not isinstance(self.spawn_error, EnvError):
+                raise self.spawn_error  # no sandbox here (ResourceError), or a bug
             self._env_failed(self.spawn_error)
             return
         self.t0 = time.monotonic()
