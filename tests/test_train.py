@@ -494,6 +494,16 @@ def test_every_loss_type_trains(tiny_model, tok, tmp_path):
         assert info["steps"] == 2 and math.isfinite(info["train_loss"]), lt
 
 
+@pytest.mark.slow
+def test_benchmark_script_runs(tiny_model):
+    """Smoke run of bench/bench_train.py at toy size (not a timing test)."""
+    bench = Path(__file__).resolve().parent.parent / "bench" / "bench_train.py"
+    r = subprocess.run([sys.executable, str(bench), "--model", str(tiny_model), "--prompts", "2", "--group", "2",
+                        "--batch", "4", "--completion-length", "4"], capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert b"ratio spade-stored / trl-generate" in r.stdout
+
+
 # --------------------------------------------------------------------------- launching
 
 

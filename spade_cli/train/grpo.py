@@ -138,7 +138,11 @@ def _make_trainer_class():
     from trl import GRPOTrainer
 
     class SpadeGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer plus token counting for perf/tokens_per_second; the loss is untouched."""
+        """GRPOTrainer plus token counting for perf/tokens_per_second and a check of the
+        stored logprobs; the loss is untouched."""
+
+        _spade_tokens, _spade_total, _spade_t0 = 0, 0.0, 0.0
+        _spade_checked, _spade_logp_warn = False, 0.5
 
         def _prepare_inputs(self, generation_batch):
             inputs = super()._prepare_inputs(generation_batch)
