@@ -51,6 +51,10 @@ kind "checkpoint" (spade-train)
     groups {designer, agent}, group_size,
     left_out_groups, padded_rows, skipped {reason: count}, truncated {prompts, completions},
     processes, seconds, train_loss
+kind "round" (spade-loop's stdout; one per round, also RUN/metrics.jsonl)
+    run, round, model, designs, valid, valid_rate, reasons {reason: count}, regret_mean,
+    designer_reward_mean, success_nohint, success_hint, return_nohint, return_hint,
+    episodes, train_steps, train_loss_last, stage_seconds {stage: s}, dir
 kind "eval" (spade-eval; one per held-out task)
     suite, task (stable id within the suite), category, seed, meta {...},
     agent {kind: "model"|"oracle", engine?, model?, sampling?},
@@ -68,7 +72,7 @@ from typing import Any
 from . import SCHEMA_VERSION
 from .errors import UsageError
 
-KINDS = ("doc", "candidate", "env", "checkpoint", "eval")
+KINDS = ("doc", "candidate", "env", "checkpoint", "eval", "round")
 
 # Validation reason codes, stable across versions (README "Reason codes").
 REASONS = (

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .. import SCHEMA_VERSION
 from ..recordio import RecordReader, atomic_write_bytes
+from ..records import make_id
 
 if TYPE_CHECKING:
     from .config import LoopConfig
@@ -66,6 +68,9 @@ def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
     stages = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
     summary = {
         "kind": "round",
+        "v": SCHEMA_VERSION,
+        "id": make_id("round", cfg.name, rnd.r),
+        "parents": [],
         "run": cfg.name,
         "round": rnd.r,
         "model": rnd.model,
