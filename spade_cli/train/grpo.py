@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import timing
 from ..cli import log
 from ..errors import DataError, ResourceError, UsageError
 from .config import LOSS_TYPES, TrainConfig
@@ -405,10 +406,12 @@ def run(cfg: TrainConfig) -> dict[str, Any] | None:
     if state.is_main_process and work.exists():
         shutil.rmtree(work)
     state.wait_for_everyone()
-    trainer, plan, kind = build_trainer(cfg, groups, str(work))
+    with timing.phase("load"):
+        trainer, plan, kind = build_trainer(cfg, groups, str(work))
 
     t0 = time.perf_counter()
-    result = trainer.train()
+    with timing.phase("train"):
+        result = trainer.train()
     seconds = time.perf_counter() - t0
     tokenizer = trainer.processing_class
     if plan["lora"] and cfg.lora_save == "adapter":
