@@ -30,6 +30,7 @@ from ..cli import log, progress_bar
 from ..errors import SpadeError, UsageError
 from ..recordio import atomic_write_bytes
 from .config import LoopConfig, to_dict
+from .report import round_summary
 
 REPO = Path(__file__).resolve().parent.parent.parent
 LIBRARY = REPO / "examples" / "envs"
@@ -280,16 +281,14 @@ class Loop:
             model = self.base_model()
             memory_in = self.initial_memory()
             summaries = []
-            total = sum(len(self.stages(Round(self.cfg, r, model), memory_in)) for r in (1,)) * self.cfg.rounds
-            bar = progress_bar("spade-loop", total=total, unit="stage")
+            per_round = len(self.stages(Round(self.cfg, 1, model), memory_in))
+            bar = progress_bar("spade-loop", total=per_round * self.cfg.rounds, unit="stage")
             for r in range(1, self.cfg.rounds + 1):
                 rnd = Round(self.cfg, r, model)
                 for stage in self.stages(rnd, memory_in):
                     bar.set_description(f"round {r}/{self.cfg.rounds} {stage.name}")
                     rnd.run(stage)
                     bar.update(1)
-                from .report import round_summary
-
                 summary = round_summary(self.cfg, rnd)
                 summaries.append(summary)
                 if on_round:
