@@ -99,10 +99,13 @@ class Round:
                               stdout=subprocess.DEVNULL)
         seconds = time.perf_counter() - t
         if proc.returncode != 0:
-            raise SpadeError(
+            err = SpadeError(
                 f"round {self.r}: stage {stage.name} failed (exit {proc.returncode}); "
                 f"its message is above. Rerun to resume from this stage."
             )
+            # The loop exits with the stage's own code (3 bad data, 4 missing resource...).
+            err.exit_code = proc.returncode if proc.returncode > 0 else 1
+            raise err
         missing = [str(p) for p in stage.outputs if not p.exists()]
         if missing:
             raise SpadeError(f"round {self.r}: stage {stage.name} wrote no {', '.join(missing)}")
