@@ -59,3 +59,18 @@ def test_shipped_example_configs_load():
     assert configs
     for path in configs:
         load_config(str(path))
+
+
+def test_failed_stage_exit_code_is_the_loops(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'name = "x"\nruns_dir = "{tmp_path}/runs"\n[model]\npath = "{tmp_path}/model"\n'
+                   f'[corpus]\npaths = ["{tmp_path}/no-such-corpus.jsonl"]\n')
+    r = run_cli("loop", str(cfg))
+    assert r.returncode == 3, r.stderr
+    err = r.stderr.decode()
+    assert "no-such-corpus.jsonl" in err
+    assert err.strip().splitlines()[-1] == (
+        "spade-loop: error: round 1: stage sample-docs failed (exit 3); its message is above. "
+        "Rerun to resume from this stage."
+    )
+    assert r.stdout == b""
