@@ -161,6 +161,13 @@ def setup_logging(prog: str) -> None:
     _apply_log_level()
 
 
+def verbosity_args() -> list[str]:
+    """The -q / -v flags of this command, for the commands it starts."""
+    if _state["quiet"]:
+        return ["-q"]
+    return ["-v"] * _state["verbose"]
+
+
 def debug_enabled() -> bool:
     return _state["verbose"] > 0 or os.environ.get("SPADE_DEBUG", "") not in ("", "0")
 

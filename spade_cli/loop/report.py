@@ -102,7 +102,8 @@ def load_metrics(cfg: LoopConfig) -> list[dict[str, Any]]:
 
 
 def plot_run(cfg: LoopConfig) -> list[Path]:
-    """Four PNGs under RUN/plots/, redrawn after every round across all rounds so far."""
+    """Four PNGs under RUN/plots/, redrawn after every round across all rounds so far:
+    validity.png, regret.png, success.png, training.png."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,7 +115,16 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
     rounds = [r["round"] for r in rows]
     paths = []
 
+    def new(title: str, ylabel: str, xlabel: str = "round") -> tuple[Any, Any]:
+        fig, ax = plt.subplots(figsize=(6.4, 3.8))
+        ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+        return fig, ax
+
     def save(fig: Any, name: str) -> None:
+        for ax in fig.axes:
+            if ax.get_xlabel() == "round" and rounds:
+                ax.set_xticks(rounds)
+                ax.set_xlim(min(rounds) - 0.7, max(rounds) + 0.7)
         fig.tight_layout()
         path = out_dir / name
         tmp = out_dir / f".{name}.partial.png"
@@ -123,43 +133,54 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         tmp.replace(path)
         paths.append(path)
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    a.plot(rounds, [r.get("valid_rate") or 0 for r in rows], marker="o")
-    a.set(title="valid design rate", xlabel="round", ylim=(0, 1.05))
-    reasons = sorted({k for r in rows for k in r.get("reasons", {})})
+    # Verdicts per round, stacked; the valid rate written above each bar.
+    fig, ax = new("designs by validation verdict", "designs")
+    reasons = sorted({k for r in rows for k in r.get("reasons", {})}, key=lambda k: (k != "ok", k))
     bottom = [0] * len(rows)
     for reason in reasons:
         vals = [r.get("reasons", {}).get(reason, 0) for r in rows]
-        b.bar(rounds, vals, bottom=bottom, label=reason)
+        ax.bar(rounds, vals, bottom=bottom, label="valid" if reason == "ok" else reason, width=0.6)
         bottom = [x + y for x, y in zip(bottom, vals, strict=True)]
-    b.set(title="validation verdicts", xlabel="round", ylabel="designs")
+    for x, top, r in zip(rounds, bottom, rows, strict=True):
+        if r.get("valid_rate") is not None:
+            ax.annotate(f"{r['valid_rate']:.0%} valid", (x, top), ha="center", va="bottom", fontsize=8)
     if reasons:
-        b.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     save(fig, "validity.png")
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    data = [r.get("regrets") or [0.0] for r in rows]
-    ax.boxplot(data, positions=rounds or [1])
+    # Regret of every environment played, per round: box plus the points themselves.
+    fig, ax = new("regret per environment played", "regret")
+    data = [r.get("regrets") or [] for r in rows]
+    if any(data):
+        ax.boxplot([d or [float("nan")] for d in data], positions=rounds, widths=0.5)
+        for x, d in zip(rounds, data, strict=True):
+            ax.scatter([x] * len(d), d, s=12, alpha=0.6, color="tab:blue")
     ax.axhline(0, color="grey", lw=0.5)
-    ax.set(title="regret per environment", xlabel="round", ylabel="regret")
     save(fig, "regret.png")
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(rounds, [r.get("success_nohint") or 0 for r in rows], marker="o", label="no hint")
-    ax.plot(rounds, [r.get("success_hint") or 0 for r in rows], marker="s", label="with hint")
-    ax.set(title="agent success rate", xlabel="round", ylim=(0, 1.05))
-    ax.legend()
+    # Success with and without the hint, side by side per round.
+    fig, ax = new("agent success rate", "success rate")
+    w = 0.35
+    for dx, key, label in ((-w / 2, "success_nohint", "no hint"), (w / 2, "success_hint", "with hint")):
+        bars = ax.bar([x + dx for x in rounds], [r.get(key) or 0 for r in rows], w, label=label)
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=8)
     save(fig, "success.png")
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    # Training loss over the optimizer steps of all rounds, one colour per round.
+    fig, ax = new("training loss", "loss", xlabel="optimizer step (all rounds)")
     step = 0
     for r in rows:
         losses = r.get("train_losses") or []
-        ax.plot(range(step, step + len(losses)), losses, label=f"round {r['round']}")
+        if losses:
+            ax.plot(range(step, step + len(losses)), losses, marker=".", label=f"round {r['round']}")
         step += len(losses)
-    ax.set(title="training loss", xlabel="step", ylabel="loss")
-    if rows:
+    if step:
         ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no optimizer steps yet\n(no group had a reward spread)",
+                ha="center", va="center", transform=ax.transAxes, color="grey")
     save(fig, "training.png")
     return paths
 

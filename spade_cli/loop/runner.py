@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from ..cli import log, progress_bar
+from ..cli import log, progress_bar, verbosity_args
 from ..errors import SpadeError, UsageError
 from ..recordio import atomic_write_bytes
 from .config import LoopConfig, to_dict
@@ -92,7 +92,7 @@ class Round:
             return 0.0
         if stage.before is not None:
             stage.before()
-        cmd = [sys.executable, "-m", "spade_cli", *stage.argv]
+        cmd = [sys.executable, "-m", "spade_cli", *stage.argv, *verbosity_args()]
         log.info("round %d: %s", self.r, " ".join(["spade-" + stage.argv[0], *stage.argv[1:]]))
         t = time.perf_counter()
         proc = subprocess.run(cmd, preexec_fn=_die_with_parent, env={**os.environ, **stage.env},
