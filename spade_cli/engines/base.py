@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -108,7 +109,7 @@ def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:
     return (text[:best], True) if best >= 0 else (text, False)
 
 
-class Engine:
+class Engine(ABC):
     """Base class: chat rendering and tool-call parsing shared by every engine.
     Subclasses set `name`, `model`, `tokenizer`, `max_model_len` and implement `generate`."""
 
@@ -126,8 +127,9 @@ class Engine:
         )
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    @abstractmethod
     def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
-        raise NotImplementedError
+        """One completion per prompt (token ids), in order."""
 
     def chat(self, conversations: list[list[dict]], sampling: Sampling | list[Sampling],
              tools: list[dict] | list[list[dict] | None] | None = None) -> list[Generation]:
@@ -151,7 +153,7 @@ class Engine:
                 ids.add(int(t))
         return ids
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most engines hold nothing to free
         """Free what the engine holds (GPU memory, threads). Safe to call twice."""
 
     def __enter__(self):
