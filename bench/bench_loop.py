@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGE_COMMAND = {"sample-docs": "spade-sample-docs", "pool": "spade-memory", "design": "spade-design",
+STAGE_COMMAND = {"sample-docs": "spade-sample-docs", "pool-source": "spade-eval", "pool": "spade-memory", "design": "spade-design",
                  "validate": "spade-validate", "replay": "spade-memory", "rollout": "spade-rollout",
                  "regret": "spade-regret", "train": "spade-train", "eval": "spade-eval"}
 

@@ -172,3 +172,38 @@ def test_bin_pipeline_matches_the_loop(finished_run, tiny_model, corpus, tmp_pat
     pipe_scored = records(out / "scored.jsonl.zst", out)
     assert pipe_scored == loop_scored
     assert records(out / "memory.jsonl.zst", out) == records(run_a / "round-001" / "memory.jsonl.zst", run_a)
+
+
+def test_fixed_pool_baseline_on_reasoning_gym(tiny_model, tmp_path):
+    """The fixed-environment baseline: no designer, reasoning-gym families as the pool,
+    played in the sandbox with the package allowed in."""
+    pytest.importorskip("reasoning_gym")
+    cfg = tmp_path / "fixed.toml"
+    cfg.write_text(f"""
+name = "fixed"
+[model]
+path = "{tiny_model}"
+engine = "hf"
+[baseline]
+mode = "fixed-pool"
+pool = "reasoning-gym:basic_arithmetic,chain_sum"
+pool_size = 2
+[validate]
+seeds = 1
+[rollout]
+episodes = 2
+max_turns = 1
+max_tokens = 8
+[train]
+batch_size = 2
+""")
+    r = subprocess.run(loop_cmd(cfg, tmp_path / "runs"), capture_output=True, timeout=900)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    rnd = tmp_path / "runs" / "fixed" / "round-001"
+    stages = orjson.loads((rnd / "manifest.json").read_bytes())["stages"]
+    assert list(stages) == ["pool-source", "pool", "validate", "rollout", "regret", "train"]
+    assert "--sandbox-package" in stages["rollout"]["argv"]
+    scored = load_all(str(rnd / "scored.jsonl.zst"))
+    assert len(scored) == 2
+    assert all(c["validation"]["valid"] for c in scored), [c["validation"] for c in scored]
+    assert all(len(c["rollouts"]["nohint"]) == 2 for c in scored)

@@ -27,6 +27,7 @@ from ..cli import (
 )
 from ..errors import UsageError
 from ..recordio import RecordReader
+from ..sandbox import SandboxPackages
 
 app = make_app(
     "Play every valid candidate environment (validation.valid and env.code): K episodes "
@@ -96,7 +97,8 @@ def rollout(
         "--unsafe-no-sandbox", help="Run environment code WITHOUT bubblewrap (resource limits only). "
         "Only for trusted code.")] = False,
     call_timeout: Annotated[float, typer.Option("--call-timeout", min=0.1, help="Wall seconds per env reset/step call.")] = 5.0,
-    memory_mb: Annotated[int, typer.Option("--memory-mb", min=64, help="Address space per sandboxed environment, MiB.")] = 512,
+    memory_mb: Annotated[int, typer.Option("--memory-mb", min=192, help="Address space per sandboxed environment, MiB.")] = 512,
+    sandbox_package: SandboxPackages = None,
     seed: Seed = 0,
     shard: Shard = None,
     limit: Limit = None,
@@ -125,7 +127,8 @@ def rollout(
     records = itertools.chain(head, records)
     needed = bool(head) and _eligible(head[-1])
 
-    cfg = SandboxConfig(unsafe=unsafe_no_sandbox, call_timeout=call_timeout, memory_mb=memory_mb)
+    cfg = SandboxConfig(unsafe=unsafe_no_sandbox, call_timeout=call_timeout, memory_mb=memory_mb,
+                        packages=tuple(sandbox_package or ()))
     if needed and not unsafe_no_sandbox:
         check_sandbox()
     if agent == "replay":

@@ -28,6 +28,7 @@ from ..cli import (
 from ..errors import UsageError
 from ..recordio import RecordReader, RecordWriter
 from ..records import REASONS
+from ..sandbox import SandboxPackages
 
 app = make_app(
     "Validate candidate environments: extract the code of each design and run it, in the "
@@ -63,7 +64,8 @@ def validate(
     episode_timeout: Annotated[float, typer.Option(
         "--episode-timeout", min=0.1, help="Seconds one episode may take.")] = 60.0,
     memory_mb: Annotated[int, typer.Option(
-        "--memory-mb", min=64, help="Address-space limit of a worker in MiB.")] = 512,
+        "--memory-mb", min=192, help="Address-space limit of a worker in MiB.")] = 512,
+    sandbox_package: SandboxPackages = None,
     unsafe_no_sandbox: Annotated[bool, typer.Option(
         "--unsafe-no-sandbox",
         help="Run designer code WITHOUT the bubblewrap sandbox (rlimits only). Dangerous: "
@@ -82,7 +84,8 @@ def validate(
     if rejects is not None and rejects == output and output != "-":
         raise UsageError("--rejects must differ from -o")
     cfg = SandboxConfig(unsafe=unsafe_no_sandbox, call_timeout=call_timeout,
-                        episode_timeout=episode_timeout, memory_mb=memory_mb)
+                        episode_timeout=episode_timeout, memory_mb=memory_mb,
+                        packages=tuple(sandbox_package or ()))
     if not unsafe_no_sandbox:
         check_sandbox()  # a missing or broken bwrap is one clear error before any work
     mem = None

@@ -109,6 +109,13 @@ def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:
     return (text[:best], True) if best >= 0 else (text, False)
 
 
+def chat_ids(tokenizer: Any, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+    """Token ids of `messages` under `tokenizer`'s chat template, generation prompt added."""
+    text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                         add_generation_prompt=True)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
 class Engine(ABC):
     """Base class: chat rendering and tool-call parsing shared by every engine.
     Subclasses set `name`, `model`, `tokenizer`, `max_model_len` and implement `generate`."""
@@ -122,10 +129,7 @@ class Engine(ABC):
 
     def chat_ids(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """Token ids of `messages` under the model's chat template, generation prompt added."""
-        text = self.tokenizer.apply_chat_template(
-            messages, tools=tools or None, tokenize=False, add_generation_prompt=True
-        )
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return chat_ids(self.tokenizer, messages, tools)
 
     @abstractmethod
     def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:

@@ -129,7 +129,9 @@ class BaselineConfig:
     """spade (designer writes environments) or fixed-pool (no designer: the agent trains
     on a fixed pool of environments)."""
     pool: str = "library"
-    """Fixed pool for mode = fixed-pool: "library" (examples/envs) or a candidates file."""
+    """Fixed pool for mode = fixed-pool: "library" (examples/envs), "reasoning-gym" or
+    "reasoning-gym:fam1,fam2" (its task families as environments; needs the eval extra),
+    or a candidates file."""
     pool_size: int = 8
     """Environments drawn from the pool each round."""
 
@@ -148,6 +150,8 @@ class EvalConfig:
 class SandboxConfig:
     unsafe_no_sandbox: bool = False
     """Run designer code without bubblewrap. Only for machines without bwrap; unsafe."""
+    packages: list[str] = field(default_factory=list)
+    """Extra installed distributions environments may import in the sandbox."""
 
 
 @dataclass

@@ -178,6 +178,12 @@ class Loop:
             save_memory(str(path), entries_from_library(load_library()))
         return path
 
+    def sandbox_packages(self) -> list[str]:
+        packages = list(self.cfg.sandbox.packages)
+        if self.cfg.baseline.mode == "fixed-pool" and self.cfg.baseline.pool.startswith("reasoning-gym"):
+            packages.append("reasoning-gym")
+        return list(dict.fromkeys(packages))
+
     # ------------------------------------------------------------------ stages
 
     def stages(self, rnd: Round, memory_in: Path | None) -> list[Stage]:
@@ -189,6 +195,8 @@ class Loop:
         if cfg.model.tensor_parallel > 1:
             model_args += ["--tensor-parallel", str(cfg.model.tensor_parallel)]
         sandbox = ["--unsafe-no-sandbox"] if cfg.sandbox.unsafe_no_sandbox else []
+        for package in self.sandbox_packages():
+            sandbox += ["--sandbox-package", package]
         docs, cands = rnd.path("docs.jsonl.zst"), rnd.path("candidates.jsonl.zst")
         validated, replay = rnd.path("validated.jsonl.zst"), rnd.path("replay.jsonl.zst")
         rollouts, scored = rnd.path("rollouts.jsonl.zst"), rnd.path("scored.jsonl.zst")
@@ -197,6 +205,12 @@ class Loop:
 
         if cfg.baseline.mode == "fixed-pool":
             pool = str(LIBRARY) if cfg.baseline.pool == "library" else cfg.baseline.pool
+            if pool.startswith("reasoning-gym"):
+                # The task families as contract environments, then drawn like any pool.
+                source = rnd.path("pool-source.jsonl.zst")
+                out.append(Stage("pool-source", ["eval", "--emit-pool", "--suite", pool, "-o", str(source)],
+                                 [source]))
+                pool = str(source)
             out.append(Stage("pool", ["memory", "pool", pool, "-n", str(cfg.baseline.pool_size),
                                       "--round", str(r), "--seed", seed, "-o", str(cands)], [cands]))
         else:

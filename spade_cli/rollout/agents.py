@@ -111,15 +111,14 @@ class ReplayAgent:
         """A replay agent speaking `model`'s chat template, without loading its weights."""
         from transformers import AutoTokenizer
 
-        from ..engines.base import Engine
+        from ..engines.base import chat_ids
         from ..errors import ResourceError
 
         try:
             tok = AutoTokenizer.from_pretrained(model)
         except OSError as e:
             raise ResourceError(f"cannot load the tokenizer of {model!r}: {e}") from None
-        base = Engine(model, tok)
-        return cls(tok, model, base.chat_ids, base.parse_tool_calls)
+        return cls(tok, model, lambda messages, tools=None: chat_ids(tok, messages, tools))
 
     def parse_tool_calls(self, text: str) -> list[dict]:
         return self._parse(text)

@@ -10,7 +10,8 @@
     run_pool(fn, items, max_workers)       # fn over items on threads, results in order
 
 `UnsafeNoSandbox` is the shared `--unsafe-no-sandbox` typer option; pass its value as
-`SandboxConfig(unsafe=...)`.
+`SandboxConfig(unsafe=...)`. `SandboxPackages` (`--sandbox-package`) adds distributions
+to the jail: `SandboxConfig(packages=...)`.
 
 One EnvSession is one persistent worker process (`worker.py`) inside `bwrap`, holding one
 environment instance, speaking JSON lines over its stdin/stdout: 40-65 µs per
@@ -89,5 +90,11 @@ UnsafeNoSandbox = Annotated[bool, typer.Option(
     help="Run designer code WITHOUT the bubblewrap sandbox (rlimits only). Dangerous: "
          "only for trusted code or inside a disposable VM/container.")]
 
-__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "SandboxConfig", "UnsafeNoSandbox",
+SandboxPackages = Annotated[list[str] | None, typer.Option(
+    "--sandbox-package",
+    help="Another installed distribution the environments may import inside the sandbox "
+         "(repeatable; its dependencies come along), e.g. reasoning-gym for its fixed pool.")]
+
+__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "SandboxConfig", "SandboxPackages",
+           "UnsafeNoSandbox",
            "check_sandbox", "imap_pool", "require_sandbox", "run_pool", "warn_unsafe"]
