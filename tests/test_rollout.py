@@ -384,6 +384,16 @@ def test_command_replay_agent_with_memory_replay_file(tmp_path):
     assert b"3 candidates, 2 environments, 8 episodes" in r.stderr
 
 
+def test_command_reads_its_file_argument_and_leaves_stdin_alone(tmp_path):
+    path = tmp_path / "cands.jsonl"
+    path.write_bytes(orjson.dumps(cand(GUESS, "guess")) + b"\n")
+    # Without --replay nothing else is read: stdin (here garbage) must stay untouched.
+    r = run_cli("rollout", str(path), "--agent", "replay", "-k", "1", input=b"not json\n")
+    assert r.returncode == 0, r.stderr.decode()
+    out = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert [o["id"] for o in out] == ["cand-guess"]
+
+
 def test_command_needs_a_model_only_when_there_is_something_to_play():
     invalid = orjson.dumps(cand(GUESS, "bad", valid=False)) + b"\n"
     r = run_cli("rollout", input=invalid)

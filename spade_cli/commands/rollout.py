@@ -50,6 +50,8 @@ def _replay_records(paths: list[str]) -> Iterator[dict]:
     are; memory `env` entries become valid replay candidates."""
     from ..memory import replay_candidate
 
+    if not paths:  # a reader of no paths would read stdin
+        return
     reader = RecordReader(paths, kind=("candidate", "env"))
     for rec in reader:
         if rec.get("kind") == "env":
