@@ -25,6 +25,7 @@ from ..cli import (
     progress_bar,
     select,
 )
+from ..engines import options as eo
 from ..errors import UsageError
 from ..recordio import RecordReader
 from ..sandbox import SandboxPackages
@@ -75,10 +76,16 @@ def rollout(
         "a memory file (env entries) or any candidate file. Repeatable.")] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="Episodes per condition (no hint, hint) per environment.")] = 4,
     agent: Agent = "model",
-    model: Annotated[str | None, typer.Option("--model", help="Model directory or name (HF format).")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="auto, hf, vllm or openai.")] = "auto",
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server (engine openai).")] = None,
-    tensor_parallel: Annotated[int, typer.Option("--tensor-parallel", min=1, help="vLLM tensor parallel size.")] = 1,
+    model: eo.Model = "",
+    engine: eo.EngineName = "auto",
+    base_url: eo.BaseUrl = None,
+    tokenizer: eo.Tokenizer = None,
+    api: eo.Api = "completions",
+    tensor_parallel: eo.TensorParallel = 1,
+    gpu_memory: eo.GpuMemory = 0.85,
+    device: eo.Device = "auto",
+    dtype: eo.Dtype = "auto",
+    max_model_len: eo.MaxModelLen = None,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")] = 1.0,
     top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="Nucleus sampling mass.")] = 1.0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per agent turn.")] = 256,
@@ -140,11 +147,13 @@ def rollout(
     else:
         if not model:
             raise UsageError("--model is required with --agent model (or use --agent replay)")
-        from ..engines import Sampling, load_engine
+        from ..engines import Sampling
 
         def the_agent() -> ModelAgent:  # called by run_rollouts once the first workers start
-            eng = load_engine(model, engine, base_url=base_url, tensor_parallel_size=tensor_parallel,
-                              max_batch_size=batch_size, seed=seed)
+            eng = eo.engine_from_options(
+                model, engine, base_url=base_url, tokenizer=tokenizer, api=api,
+                tensor_parallel=tensor_parallel, gpu_memory=gpu_memory, device=device, dtype=dtype,
+                max_batch_size=batch_size, max_model_len=max_model_len, seed=seed)
             sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
             return ModelAgent(eng, sampling, seed=seed)
 
