@@ -46,17 +46,22 @@ def _set_quiet(value: bool) -> bool:
     return value
 
 
+def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """A user's TOML file; a missing file or bad TOML is a one-line usage error."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: {what} not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: bad TOML ({e})") from None
+
+
 def _load_config(ctx: typer.Context, param: Any, value: Path | None) -> Path | None:
     """Read option defaults from TOML. Keys are option names (`num-designs` or
     `num_designs`); a table named after the command (`[design]`) is used if present."""
     if value is None:
         return value
-    try:
-        data = tomllib.loads(Path(value).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{value}: config file not found") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{value}: bad TOML ({e})") from None
+    data = read_toml(value)
     section = _state["prog"].removeprefix("spade-")
     table = data.get(section, data.get(section.replace("-", "_")))
     if not isinstance(table, dict):

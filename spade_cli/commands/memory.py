@@ -11,7 +11,7 @@ import typer
 
 from .. import memory as mem
 from ..cli import Output, Quiet, Seed, Verbose, Zstd, entry, log, make_app, open_output
-from ..errors import DataError, ResourceError, UsageError
+from ..errors import DataError, UsageError
 from ..recordio import RecordReader
 from ..regret import is_valid
 
@@ -153,10 +153,8 @@ def pool(
 ) -> None:
     """Draw N environments uniformly (without replacement, deterministic for seed and round) from a fixed pool, as candidate records for spade-validate: the fixed-environment baseline."""
     if os.path.isdir(source):
-        try:
-            from ..envs.library import library_candidates, load_library
-        except ImportError as e:
-            raise ResourceError(f"the example library loader is not available ({e})") from None
+        from ..envs.library import library_candidates, load_library
+
         items = library_candidates(load_library(source), round=round_)
     else:
         items = []

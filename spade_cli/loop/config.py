@@ -9,12 +9,12 @@ that stage's command, for options the config does not model.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cli import read_toml
 from ..errors import UsageError
 
 
@@ -228,12 +228,7 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
     data: dict[str, Any] = {}
     source = path or "<defaults>"
     if path:
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise UsageError(f"{path}: config file not found") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UsageError(f"{path}: bad TOML ({e})") from None
+        data = read_toml(path)
     for key, value in (overrides or {}).items():
         data[key] = value
     cfg = _build(LoopConfig, data, "", source)

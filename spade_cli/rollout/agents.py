@@ -14,6 +14,7 @@ import json
 import tomllib
 from pathlib import Path
 
+from ..cli import read_toml
 from ..errors import UsageError
 from ..records import seed_for
 from .trajectory import ChatFormat, NoTokens, tool_call_message
@@ -28,12 +29,7 @@ class Prompt:
         text = (Path(__file__).resolve().parents[1] / "prompts" / "agent.toml").read_text()
         parts = tomllib.loads(text)
         if path is not None:
-            try:
-                mine = tomllib.loads(Path(path).read_text())
-            except FileNotFoundError:
-                raise UsageError(f"{path}: prompt file not found") from None
-            except tomllib.TOMLDecodeError as e:
-                raise UsageError(f"{path}: bad TOML ({e})") from None
+            mine = read_toml(path, "prompt file")
             unknown = set(mine) - set(PROMPT_KEYS)
             if unknown:
                 raise UsageError(f"{path}: unknown prompt keys {sorted(unknown)} (known: {', '.join(PROMPT_KEYS)})")
