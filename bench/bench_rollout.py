@@ -29,6 +29,7 @@ from spade_cli.engines import Sampling, load_engine  # noqa: E402
 from spade_cli.envs.library import library_candidates  # noqa: E402
 from spade_cli.rollout import ModelAgent, RolloutStats, run_rollouts  # noqa: E402
 from spade_cli.sandbox import SandboxConfig  # noqa: E402
+from spade_cli.sandbox.session import fork_server  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -54,7 +55,7 @@ def run(cands, engine, args, batch_size: int, ramp: int = 1) -> tuple[RolloutSta
     agent = ModelAgent(engine, Sampling(temperature=0.0, max_tokens=args.max_tokens), seed=0)
     stats = RolloutStats()
     t0 = time.perf_counter()
-    out = list(run_rollouts(cands, agent, k=args.k, seed=0, sandbox_cfg=SandboxConfig(unsafe=args.unsafe),
+    out = list(run_rollouts(cands, agent, k=args.k, seed=0, sandbox_cfg=sandbox(args),
                             max_turns=args.max_turns, batch_size=batch_size, workers=args.workers, ramp=ramp,
                             stats=stats))
     # Record I/O belongs to the rollout's cost: serialise what a command would write.
@@ -63,6 +64,10 @@ def run(cands, engine, args, batch_size: int, ramp: int = 1) -> tuple[RolloutSta
     stats.wall_seconds = wall
     assert len(blob) > 0
     return stats, wall
+
+
+def sandbox(args) -> SandboxConfig:
+    return SandboxConfig(unsafe=args.unsafe, fork=not args.no_fork)
 
 
 def show(name: str, st: RolloutStats) -> None:
@@ -89,6 +94,8 @@ def main() -> None:
     ap.add_argument("--engine", default="hf")
     ap.add_argument("--model", default=None, help="default: the tiny model (built under bench/data)")
     ap.add_argument("--unsafe", action="store_true", help="no bwrap (for machines without it)")
+    ap.add_argument("--no-fork", action="store_true",
+                    help="a bwrap and Python per worker instead of forking them from the fork server")
     ap.add_argument("--quick", action="store_true", help="4 environments, k=1")
     args = ap.parse_args()
     if args.quick:
@@ -104,6 +111,15 @@ def main() -> None:
     print(f"{len(cands)} environments x {args.k} episodes x 2 conditions = {n_eps} episodes, "
           f"max {args.max_turns} turns x {args.max_tokens} tokens, engine {engine.name}, model {model}")
     engine.generate([[1, 2, 3]], Sampling(max_tokens=2))  # warm-up
+    # Like the model, the fork server is started once per process (spade-rollout starts
+    # it while the model loads): start it before timing, so neither mode pays for it.
+    server = fork_server(sandbox(args))
+    if server is not None:
+        t0 = time.perf_counter()
+        server.start()
+        print(f"fork server started in {time.perf_counter() - t0:.2f}s (not timed below)")
+    else:
+        print("workers start a bwrap and Python each (no fork server: --no-fork, --unsafe or not root)")
     together, _ = run(cands, engine, args, batch_size=n_eps, ramp=args.ramp)
     show("together", together)
     alone, _ = run(cands, engine, args, batch_size=1)

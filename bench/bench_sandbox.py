@@ -1,11 +1,15 @@
-"""What the bwrap sandbox costs: the same worker with and without bwrap, in one run.
+"""What the bwrap sandbox costs: the same worker three ways, in one run.
 
-    python bench/bench_sandbox.py            # ~1-2 minutes on 2 cores
+    python bench/bench_sandbox.py            # ~2-3 minutes on 2 cores
     python bench/bench_sandbox.py --quick    # fewer samples, 32 concurrent workers
 
-Prints worker start time, reset/step round-trip latency (p50/p99), memory per worker
-(PSS, which splits shared pages fairly, and RSS), and a run of N concurrent workers
-(default 128) each playing short episodes; ratios are sandbox / unsafe.
+Modes: `forked` (the default as root: forked from the fork server's preloaded,
+sandboxed Python into namespaces of its own), `bwrap` (a bwrap and a Python of its own,
+SandboxConfig(fork=False)) and `unsafe` (the same worker without bwrap). Prints worker
+start time, reset/step round-trip latency (p50/p99), memory per worker (PSS, which splits
+shared pages fairly, and RSS; the fork server's share included), and a run of N
+concurrent workers (default 128) each playing short episodes; ratios are each mode /
+unsafe.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig  # noqa: E402
+from spade_cli.sandbox import EnvError, EnvSession, ForkServer, SandboxConfig  # noqa: E402
 
 CODE = '''
 import gymnasium as gym
@@ -60,9 +64,10 @@ def mem_kib(pids: list[int]) -> tuple[int, int]:
     return pss, rss
 
 
-def session_pids(env: EnvSession) -> list[int]:
-    """The outer bwrap, the sandbox's pid 1 and the worker (or just the worker)."""
-    pids = [env.proc.pid]
+def session_pids(env: EnvSession, root: int | None = None) -> list[int]:
+    """The outer bwrap, the sandbox's pid 1 and the worker (or just the worker), or the
+    process tree under `root`."""
+    pids = [root or env.proc.pid]
     frontier = list(pids)
     while frontier:
         pid = frontier.pop()
@@ -108,13 +113,21 @@ def bench_memory(cfg: SandboxConfig, n: int = 8) -> dict:
         for env in envs:
             env.reset(seed=0)
             env.step("1")
-        total = mem_kib([p for env in envs for p in session_pids(env)])
+        total = mem_kib(all_pids(envs))
         worker = mem_kib([worker_pid(env) for env in envs])
     finally:
         for env in envs:
             env.close()
     return {"pss": total[0] / n / 1024, "rss": total[1] / n / 1024,
             "worker_pss": worker[0] / n / 1024, "worker_rss": worker[1] / n / 1024}
+
+
+def all_pids(envs: list[EnvSession]) -> list[int]:
+    """Every process the sessions need: with a fork server, its whole tree (the zygote
+    counts, shared among the workers)."""
+    if envs and envs[0].forks is not None:
+        return session_pids(envs[0], envs[0].forks.pid)
+    return [p for env in envs for p in session_pids(env)]
 
 
 def mem_available_mib() -> float:
@@ -166,7 +179,7 @@ def bench_concurrent(cfg: SandboxConfig, n: int, episodes: int) -> dict:
         th.start()
     up.wait()
     t_up = time.perf_counter() - t0
-    pss, rss = mem_kib([p for env in list(sessions) for p in session_pids(env)])
+    pss, rss = mem_kib(all_pids(list(sessions)))
     avail_drop = before - mem_available_mib()
     done.wait()
     t_done = time.perf_counter() - t0
@@ -182,6 +195,13 @@ def bench_concurrent(cfg: SandboxConfig, n: int, episodes: int) -> dict:
             "pss_mib": pss / 1024, "rss_mib": rss / 1024, "memavailable_drop_mib": avail_drop}
 
 
+def row(values: list, fmt: str) -> str:
+    """The values, then each but the last (unsafe) as a ratio to the last."""
+    *others, base = values
+    ratios = "".join(f"{v / base:>9.2f}x" if base else f"{'-':>10}" for v in others)
+    return "".join(f"{fmt.format(v):>10}" for v in values) + ratios
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer samples, 32 concurrent workers")
@@ -190,8 +210,11 @@ def main() -> None:
     n_start, n_rt, n_conc, n_ep = (5, 500, 32, 2) if args.quick else (10, 3000, 128, 3)
     if args.concurrent:
         n_conc = args.concurrent
-    modes = {"sandbox": SandboxConfig(start_timeout=300, call_timeout=60),
+    modes = {"forked": SandboxConfig(start_timeout=300, call_timeout=60),
+             "bwrap": SandboxConfig(fork=False, start_timeout=300, call_timeout=60),
              "unsafe": SandboxConfig(unsafe=True, start_timeout=300, call_timeout=60)}
+    if not ForkServer.usable(modes["forked"]):
+        print("# the fork server needs root: forked = bwrap here", file=sys.stderr)
     print(f"# bench_sandbox: {os.cpu_count()} CPUs, {'quick' if args.quick else 'default'} size",
           file=sys.stderr)
     res: dict[str, dict] = {}
@@ -202,8 +225,8 @@ def main() -> None:
         res[mode] = {"start": statistics.median(st), "reset50": pct(resets, 0.5) * 1e6,
                      "reset99": pct(resets, 0.99) * 1e6, "step50": pct(steps, 0.5) * 1e6,
                      "step99": pct(steps, 0.99) * 1e6, **bench_memory(cfg)}
-    s, u = res["sandbox"], res["unsafe"]
-    print(f"\n{'':28}{'sandbox':>12}{'unsafe':>12}{'ratio':>8}")
+    head = "".join(f"{m:>10}" for m in modes) + "".join(f"{m + '/u':>10}" for m in modes if m != "unsafe")
+    print(f"\n{'':28}{head}")
     rows = [("worker start, median (s)", "start", "{:.3f}"),
             ("reset round trip p50 (us)", "reset50", "{:.0f}"),
             ("reset round trip p99 (us)", "reset99", "{:.0f}"),
@@ -213,10 +236,10 @@ def main() -> None:
             ("memory/worker RSS (MiB)", "rss", "{:.1f}"),
             ("  of which the worker PSS", "worker_pss", "{:.1f}")]
     for label, key, fmt in rows:
-        print(f"{label:28}{fmt.format(s[key]):>12}{fmt.format(u[key]):>12}{s[key] / u[key]:>7.2f}x")
+        print(f"{label:28}" + row([res[m][key] for m in modes], fmt))
     print(f"\n{n_conc} concurrent workers ({n_ep} episodes of 3 steps each):")
     conc = {mode: bench_concurrent(cfg, n_conc, n_ep) for mode, cfg in modes.items()}
-    print(f"{'':28}{'sandbox':>12}{'unsafe':>12}{'ratio':>8}")
+    print(f"{'':28}{head}")
     for label, key, fmt in [("workers up", "alive", "{:d}"), ("all up after (s)", "all_up_s", "{:.1f}"),
                             ("start p50 under load (s)", "start_p50", "{:.2f}"),
                             ("slowest start (s)", "start_max", "{:.2f}"),
@@ -226,9 +249,7 @@ def main() -> None:
                             ("all closed in (s)", "closed_s", "{:.2f}"),
                             ("total PSS (MiB)", "pss_mib", "{:.0f}"),
                             ("MemAvailable drop (MiB)", "memavailable_drop_mib", "{:.0f}")]:
-        a, b = conc["sandbox"][key], conc["unsafe"][key]
-        ratio = f"{a / b:>7.2f}x" if b else "      -"
-        print(f"{label:28}{fmt.format(a):>12}{fmt.format(b):>12}{ratio}")
+        print(f"{label:28}" + row([conc[m][key] for m in modes], fmt))
     for mode in modes:
         if conc[mode]["errors"]:
             print(f"{mode}: {len(conc[mode]['errors'])} errors, first: {conc[mode]['errors'][0]}")

@@ -60,3 +60,18 @@ def tiny_model(tmp_path_factory) -> Path:
     from spade_cli.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+@pytest.fixture(params=["forked", "own-bwrap"])
+def worker_start(request, monkeypatch) -> str:
+    """Run a sandbox test once per way a worker starts: forked from the fork server
+    (where it applies) and with a bwrap and Python of its own."""
+    from spade_cli.sandbox import ForkServer, SandboxConfig
+
+    if request.param == "own-bwrap":
+        monkeypatch.setenv("SPADE_SANDBOX_FORK", "0")
+    elif not ForkServer.usable(SandboxConfig()):
+        pytest.skip("the fork server needs root")
+    else:
+        monkeypatch.delenv("SPADE_SANDBOX_FORK", raising=False)
+    return request.param

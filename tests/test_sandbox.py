@@ -14,6 +14,7 @@ from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig, check_sandbox
 from spade_cli.sandbox import config as sbconfig
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
+pytestmark = pytest.mark.usefixtures("worker_start")  # forked workers and workers of their own
 
 GUESS = textwrap.dedent('''
     import gymnasium as gym

@@ -18,8 +18,9 @@ import pytest
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig
 from spade_cli.sandbox import session as sbsession
 
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists() and os.system("command -v bwrap >/dev/null"),
-                                reason="bwrap not installed")
+pytestmark = [pytest.mark.skipif(not Path("/usr/bin/bwrap").exists() and os.system("command -v bwrap >/dev/null"),
+                                 reason="bwrap not installed"),
+              pytest.mark.usefixtures("worker_start")]
 
 QUICK = SandboxConfig(call_timeout=1.0)
 GOOD = textwrap.dedent('''
@@ -192,8 +193,11 @@ def test_secrets_in_the_parent_environment(monkeypatch):
         obs = env.step("a")[0]
         assert token not in obs
         assert "SPADE_TEST_SECRET" not in obs
-        if env.sandbox_pid:  # what bwrap itself runs with, as the host sees it
-            assert Path(f"/proc/{env.sandbox_pid}/environ").read_bytes() == b""
+        if env.sandbox_pid:  # what the sandbox's pid 1 runs with, as the host sees it
+            assert token.encode() not in Path(f"/proc/{env.sandbox_pid}/environ").read_bytes()
+        bwrap = env.forks.pid if env.forks else env.sandbox_pid
+        if bwrap:  # and bwrap itself: nothing
+            assert Path(f"/proc/{bwrap}/environ").read_bytes() == b""
     assert_unharmed()
 
 
@@ -355,3 +359,81 @@ def test_import_time_attacks_are_contained_too():
             EnvSession(code, QUICK)
         assert err.value.reason == reason, (code, err.value)
     assert_unharmed()
+
+
+# Two workers alive at once (of one environment, as in a rollout) must not be able to
+# reach each other: a channel between episodes would let an environment tell its
+# no-hint episodes from its hinted ones (the order they start in) and fake regret.
+PLANT = '''
+    import json, socket as sk
+    if hasattr(self, "keep"):
+        return "still here", 0.0, False, False, {}
+    fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+    open("/tmp/mark", "w").write("x")
+    open("/dev/shm/mark", "w").write("x")
+    s = sk.socket(sk.AF_UNIX, sk.SOCK_STREAM)
+    s.bind("\\0spade-mark")
+    s.listen()
+    self.keep = s
+    tcp = sk.socket()
+    try:
+        tcp.bind(("127.0.0.1", 47321)); tcp.listen(); self.keep_tcp = tcp
+    except OSError:
+        pass
+    status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+    return json.dumps({"uid": os.getuid(), "cap_eff": status["CapEff"].strip(),
+                       "cap_bnd": status["CapBnd"].strip(),
+                       "fds": fds}), 0.0, False, False, {}'''
+
+PROBE = '''
+    import json, socket as sk
+    seen = {"files": [p for p in ("/tmp/mark", "/dev/shm/mark") if os.path.exists(p)],
+            "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
+    for name, family, addr in (("abstract", sk.AF_UNIX, "\\0spade-mark"), ("tcp", sk.AF_INET, ("127.0.0.1", 47321))):
+        try:
+            sk.socket(family).connect(addr)
+            seen[name] = "CONNECTED"
+        except OSError as e:
+            seen[name] = e.strerror
+    try:
+        os.kill(-1, signal.SIGKILL)
+        seen["kill"] = "KILLED SOMETHING"
+    except OSError as e:
+        seen["kill"] = e.strerror
+    return json.dumps(seen), 0.0, True, False, {}'''
+
+
+def test_workers_alive_together_share_nothing():
+    import json
+
+    with EnvSession(hostile(PLANT), QUICK) as a, EnvSession(hostile(PROBE), QUICK) as b:
+        a.reset()
+        b.reset()
+        planted = json.loads(a.step("a")[0])
+        seen = json.loads(b.step("a")[0])
+        assert a.step("a")[0]  # a lives on: b killed nothing of it
+    assert seen["files"] == [], seen
+    assert seen["abstract"] != "CONNECTED" and seen["tcp"] != "CONNECTED", seen
+    assert seen["kill"] != "KILLED SOMETHING", seen
+    assert len(seen["pids"]) <= 3, seen  # its pid 1 (the sandbox's) and itself, at most
+    assert planted["cap_eff"] == planted["cap_bnd"] == "0000000000000000", planted
+    # stdin, stdout/stderr (the output sink), the protocol channel, and the listing itself
+    assert planted["fds"] == [0, 1, 2, 3, 4], planted
+    if os.geteuid() == 0:
+        assert planted["uid"] != 0 and a.uid != b.uid
+    assert_unharmed()
+
+
+def test_a_killed_fork_server_takes_its_workers_and_is_restarted(worker_start):
+    if worker_start != "forked":
+        pytest.skip("fork server only")
+    env = EnvSession(GOOD, QUICK)
+    env.reset(seed=0)
+    ns = os.readlink(f"/proc/{env.sandbox_pid}/ns/pid")
+    os.kill(env.forks.pid, signal.SIGKILL)
+    assert gone(ns_processes, ns), ns_processes(ns)
+    with pytest.raises(EnvError) as err:
+        env.step("ok")
+    assert err.value.reason == "crash"
+    env.close()
+    assert_unharmed()  # a new session: the server starts again

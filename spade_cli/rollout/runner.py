@@ -3,9 +3,10 @@
 All episodes in flight advance together. One loop iteration is one turn for every live
 episode: ONE batched `agent.act` (one engine.generate call) across all of them, then
 every episode's env step(s) concurrently on a thread pool, each episode in its own
-sandboxed worker. Finished episodes free their slot; the next pending episodes take it
-at the next turn (continuous batching at turn granularity), so a batch never waits for
-its slowest episode.
+sandboxed worker (forked in milliseconds where the sandbox's fork server applies).
+Finished episodes free their slot; the next pending episodes take it at the next turn
+(continuous batching at turn granularity), so a batch never waits for its slowest
+episode.
 
 Seeds. Episode i (0 <= i < k) of a candidate resets its environment with
 `seed_for(seed, "rollout", candidate id) + i` (mod 2^31): the no-hint and the hinted

@@ -13,10 +13,16 @@
 `SandboxConfig(unsafe=...)`. `SandboxPackages` (`--sandbox-package`) adds distributions
 to the jail: `SandboxConfig(packages=...)`.
 
-One EnvSession is one persistent worker process (`worker.py`) inside `bwrap`, holding one
-environment instance, speaking JSON lines over its stdin/stdout: 40-65 µs per
-reset/step round trip (1.03x the same worker without bwrap), ~0.5 s to start (Python +
-numpy + gymnasium), ~24 MiB (PSS) per worker (`bench/bench_sandbox.py`). Failures raise
+One EnvSession is one persistent worker process (`worker.py`) in a jail of its own,
+holding one environment instance, speaking JSON lines over its stdin/stdout: 40-65 µs
+per reset/step round trip (1.0x the same worker without bwrap). As root (the usual case
+on our machines and in containers), workers are forked from a fork server (`ForkServer`,
+one per process and jail): one bwrap whose Python has imported numpy and gymnasium and
+never runs untrusted code, forking each worker into fresh mount, pid, network, IPC and
+UTS namespaces with fresh /proc, /tmp and /dev/shm, its own uid, limits and seccomp
+filter: ~8 ms and ~8 MiB PSS per worker. Otherwise (not root, `SandboxConfig(fork=False)`,
+`SPADE_SANDBOX_FORK=0`) each worker starts its own bwrap and Python: ~0.14 s of CPU and
+~25 MiB PSS (`bench/bench_sandbox.py`). Failures raise
 `EnvError(reason, detail)`; `reason` is one of `REASONS`. Exceptions raised by the
 environment's own code (bad_reset, bad_step) leave the worker usable; everything else
 (timeout, memory, limit, crash, flood, protocol) kills the worker and every process it
@@ -58,6 +64,14 @@ What the sandbox covers
   channel; the parent validates every reply (size, JSON, sequence number), so a worker
   that writes garbage or floods ends as `protocol`/`flood`, never hangs the parent.
 
+- Forked workers: the fork server holds CAP_SYS_ADMIN (to build their namespaces) but
+  only ever runs trusted code; each worker drops to its own uid with no capabilities
+  before the environment's module is read. Workers alive together see no files, /proc
+  entries, sockets (abstract or loopback) or IPC of one another (tested), so episodes
+  of one environment cannot tell each other apart or signal one another. If the fork
+  server dies, every worker forked from it dies too (their sessions answer `crash`), and
+  the next session starts a new one.
+
 What it does not cover
 ----------------------
 - The kernel is shared: a kernel exploit escapes it. The seccomp filter is a short deny
@@ -83,6 +97,7 @@ from typing import Annotated
 import typer
 
 from .config import INSTALL_HINT, REASONS, EnvError, SandboxConfig, check_sandbox, require_sandbox
+from .forkserver import ForkServer
 from .session import EnvSession, imap_pool, run_pool, warn_unsafe
 
 UnsafeNoSandbox = Annotated[bool, typer.Option(
@@ -95,6 +110,6 @@ SandboxPackages = Annotated[list[str] | None, typer.Option(
     help="Another installed distribution the environments may import inside the sandbox "
          "(repeatable; its dependencies come along), e.g. reasoning-gym for its fixed pool.")]
 
-__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "SandboxConfig", "SandboxPackages",
+__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "ForkServer", "SandboxConfig", "SandboxPackages",
            "UnsafeNoSandbox",
            "check_sandbox", "imap_pool", "require_sandbox", "run_pool", "warn_unsafe"]

@@ -30,6 +30,7 @@ from .config import (
     check_sandbox,
     jail_env,
 )
+from .forkserver import ForkedProcess, ForkServer, Unavailable
 
 # No user site, no script directory on sys.path, no .pyc writes. Not -I/-E: the worker's
 # environment is entirely ours, and PYTHONHASHSEED=0 in it must apply so that set and
@@ -66,6 +67,21 @@ class _UidPool:
 
 
 _uids = _UidPool()
+_servers: dict[tuple, ForkServer] = {}
+_servers_lock = threading.Lock()
+
+
+def fork_server(cfg: SandboxConfig) -> ForkServer | None:
+    """The process's fork server for workers of `cfg`'s jail (one per set of packages
+    and variables inside), or None where forking does not apply or cannot work here."""
+    if not (cfg.fork and ForkServer.usable(cfg)) or os.environ.get("SPADE_SANDBOX_FORK") == "0":
+        return None
+    key = (os.getpid(), tuple(cfg.packages), tuple(sorted(cfg.extra_env.items())))
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is None:
+            server = _servers[key] = ForkServer(cfg)
+    return None if server.broken else server
 _warned = False
 _fd_limit_raised = False
 
@@ -122,6 +138,15 @@ def _raise_fd_limit() -> None:
         pass
 
 
+_warned_once: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned_once:
+        _warned_once.add(message)
+        sys.stderr.write(message + "\n")
+
+
 def warn_unsafe() -> None:
     """The loud warning printed once per process when designer code runs unconfined."""
     global _warned
@@ -144,13 +169,18 @@ class EnvSession:
     crash, flood, protocol) the worker is gone and every later call raises the same
     error. Exceptions raised by the environment's own code (bad_reset, bad_step) leave
     the worker alive. A session may be used from any thread, one call at a time.
+
+    Where the fork server applies (`fork_server(cfg)`), the worker is forked from a shared,
+    preloaded, sandboxed Python into namespaces of its own instead of starting a bwrap
+    and a Python of its own: the same jail and limits, started in milliseconds.
     """
 
     def __init__(self, code: str, cfg: SandboxConfig | None = None):
         self.cfg = cfg or SandboxConfig()
+        self.forks = fork_server(self.cfg)
         self.uid: int | None = None  # host uid of the worker (root mode); kept after close
         self._uid_held = False
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | ForkedProcess | None = None
         self.dead: EnvError | None = None
         self.metadata: dict = {}
         self.class_name: str = ""
@@ -161,7 +191,7 @@ class EnvSession:
         self._tail = bytearray()
         self._printed = 0
         self._pidfd: int | None = None
-        self.sandbox_pid: int | None = None  # host pid of the sandbox's pid 1 (bwrap mode)
+        self.sandbox_pid: int | None = None  # host pid of the sandbox's pid 1 (not unsafe mode)
         self._episode_end: float | None = None
         t0 = time.monotonic()
         try:
@@ -262,6 +292,15 @@ class EnvSession:
             _fd_limit_raised = True
             _raise_fd_limit()
         cfg = self.cfg
+        if self.forks is not None:
+            check_sandbox()  # bwrap still here: the same answer whichever way workers start
+            try:
+                self._fork()
+                return
+            except Unavailable as e:
+                _warn_once(f"spade: sandboxed workers cannot be forked here ({e}); starting "
+                           "one bwrap per worker instead (slower)")
+                self._release_uid()
         info_r = info_w = None
         if cfg.unsafe:
             warn_unsafe()
@@ -300,6 +339,20 @@ class EnvSession:
         self._poll.register(self.proc.stderr.fileno(), select.POLLIN)
         if info_r is not None:
             self._read_info(info_r)
+
+    def _fork(self) -> None:
+        if os.geteuid() == 0:
+            self.uid = _uids.acquire()
+            self._uid_held = True
+        cfg = self.cfg
+        self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
+                                     "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb})
+        self.sandbox_pid = self.proc.pid
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(f.fileno(), False)
+        self._poll = select.poll()
+        self._poll.register(self.proc.stdout.fileno(), select.POLLIN)
+        self._poll.register(self.proc.stderr.fileno(), select.POLLIN)
 
     def _read_info(self, fd: int) -> None:
         """bwrap reports the host pid of the sandbox's pid 1; a pidfd on it lets us kill
@@ -470,6 +523,8 @@ class EnvSession:
                 pass
         if proc.poll() is None:
             try:
+                if isinstance(proc, ForkedProcess):
+                    raise OSError  # no process group of its own: its pidfd
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 proc.kill()

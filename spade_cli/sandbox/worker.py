@@ -1,9 +1,9 @@
 """The sandboxed side of an EnvSession: one process holding one untrusted environment.
 
 Runs inside bwrap (or, in unsafe mode, as a plain subprocess) as
-`python -s -P -B worker.py SETTINGS_JSON`, and imports nothing from spade_cli: the package
-is not visible inside the sandbox. Order matters, because everything after step 4 may
-be hostile:
+`python -s -P -B worker.py SETTINGS_JSON`, or is forked from the fork server (the
+zygote, below), and imports nothing from spade_cli: the package is not visible inside
+the sandbox. Order matters, because everything after step 4 may be hostile:
 
   1. drop to the host uid the parent picked (root mode) and shed every capability,
   2. move the protocol channel off fd 1 (fd 1 and 2 of untrusted code go to the
@@ -119,10 +119,13 @@ def seccomp_program():
     return out
 
 
+_SECCOMP = None  # the program, computed once by a fork server for all its workers
+
+
 def install_seccomp():
     import ctypes
 
-    prog = seccomp_program()
+    prog = _SECCOMP or seccomp_program()
     if prog is None:
         return False
 
@@ -331,11 +334,13 @@ def serve(code):
                      "t": round(time.perf_counter() - t0, 6)})
 
 
-def main():
-    global PROTO
-    lim = SETTINGS["limits"]
-    if SETTINGS.get("uid") is not None:
-        drop_privileges(SETTINGS["uid"])
+def run_worker(settings):
+    """Steps 1-5 of the module docstring; returns when the parent closes stdin."""
+    global SETTINGS, MAIN_PID, PROTO
+    SETTINGS, MAIN_PID = settings, os.getpid()
+    lim = settings["limits"]
+    if settings.get("uid") is not None:
+        drop_privileges(settings["uid"])
     # The protocol channel moves to a private descriptor; whatever the environment
     # prints (fd 1 or fd 2) goes to the parent's bounded stderr sink instead.
     PROTO = os.dup(1)
@@ -353,6 +358,149 @@ def main():
     if not first:
         return
     serve(json.loads(first)["code"])
+
+
+# -- the fork server -----------------------------------------------------------------
+#
+# Started instead of a worker (settings {"zygote": {"fd": N}}), as root inside bwrap with
+# CAP_SYS_ADMIN besides the capabilities a worker needs to drop privileges. It never runs
+# untrusted code: it imports gymnasium and numpy once, then, for each request on its
+# control socket (fd N: JSON worker settings + 4 descriptors), forks a worker into a
+# fresh sandbox inside its own, ready in milliseconds instead of a Python start:
+#
+#   zygote: unshare a pid namespace for its next child, fork G, restore its own, and
+#           send the parent a pidfd of G (an unreaped child of ours: no pid-reuse race)
+#   G, pid 1 there: unshare mount, network, IPC and UTS namespaces; mount a fresh
+#           read-only /proc (this namespace's processes only) and fresh sized tmpfs
+#           /tmp and /dev/shm; fork W; reap; when W ends, write its exit code to the
+#           status descriptor and exit, which kills whatever W left behind
+#   W: the worker (run_worker: its own host uid, no capabilities, limits, seccomp)
+#
+# Workers forked this way share nothing writable, no processes, no network and no IPC,
+# as with one bwrap each. The parent kills one through the pidfd of its G.
+
+_NEWNS, _NEWUTS, _NEWIPC, _NEWPID, _NEWNET = 0x00020000, 0x04000000, 0x08000000, 0x20000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+    def call(name, *args):
+        if getattr(libc, name)(*args) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{name}: {os.strerror(err)}")
+
+    return call
+
+
+def _close_fds_except(keep):
+    lo = 3
+    for fd in sorted(f for f in keep if f >= 3):
+        os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, 1 << 20)
+
+
+def _episode_init(settings, fds):
+    """G: pid 1 of a worker's namespaces. Trusted code only; never returns."""
+    stdin_r, proto_w, err_w, status_w = fds
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would lose W's status
+    try:
+        _close_fds_except(fds)
+        call = _libc()
+        call("unshare", _NEWNS | _NEWNET | _NEWIPC | _NEWUTS)
+        call("mount", None, b"/", None, _MS_REC | _MS_PRIVATE, None)
+        call("mount", b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY, None)
+        for path, mb in ((b"/tmp", settings["tmp_mb"]), (b"/dev/shm", settings["shm_mb"])):
+            call("mount", b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=%dm,mode=1777" % mb)
+        worker = os.fork()
+    except BaseException as e:  # noqa: BLE001 - the parent reads it as the worker's death
+        os.write(err_w, f"the worker's sandbox failed: {type(e).__name__}: {e}\n".encode())
+        os.write(status_w, b"1\n")
+        os._exit(1)
+    if worker == 0:
+        try:
+            for src, dst in ((stdin_r, 0), (proto_w, 1), (err_w, 2)):
+                os.dup2(src, dst)
+            _close_fds_except(())
+            import numpy.random
+
+            numpy.random.seed()  # the fork copied the zygote's global generator: reseed
+            run_worker(settings)
+        except BaseException:  # noqa: BLE001 - reported as the exit code
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    for fd in (stdin_r, proto_w, err_w):
+        os.close(fd)
+    while True:  # pid 1 reaps every orphan of its namespace
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        if pid == worker:
+            try:
+                os.write(status_w, b"%d\n" % os.waitstatus_to_exitcode(status))
+            finally:
+                os._exit(0)
+
+
+def zygote(control_fd):
+    global _SECCOMP
+    import resource  # noqa: F401 - what run_worker imports, imported once for every worker
+    import socket
+
+    import gymnasium  # noqa: F401 - imported once, shared by every worker forked from here
+    import numpy  # noqa: F401
+
+    _SECCOMP = seccomp_program()
+
+    os.chdir("/")
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps each G as it ends
+    call = _libc()
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    control = socket.socket(fileno=control_fd)
+    control.send(b'{"ok": true, "result": "ready"}')
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 16, 4)
+        except OSError:
+            return
+        if not msg:
+            return  # the parent closed its end
+        try:
+            if len(fds) != 4:
+                raise OSError(errno.EINVAL, f"expected 4 descriptors, got {len(fds)}")
+            settings = json.loads(msg)
+            call("unshare", _NEWPID)  # for the next child only
+            init = -1
+            try:
+                init = os.fork()
+            finally:
+                if init != 0:
+                    call("setns", own_pid_ns, _NEWPID)
+            if init == 0:
+                _episode_init(settings, fds)
+            pidfd = os.pidfd_open(init)
+        except (OSError, ValueError) as e:
+            control.send(json.dumps({"ok": False, "detail": str(e)}).encode())
+        else:
+            socket.send_fds(control, [b'{"ok": true}'], [pidfd])
+            os.close(pidfd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def main():
+    if SETTINGS.get("zygote"):
+        zygote(SETTINGS["zygote"]["fd"])
+    else:
+        run_worker(SETTINGS)
 
 
 if __name__ == "__main__":
