@@ -114,9 +114,8 @@ def main() -> None:
     # Like the model, the fork server is started once per process (spade-rollout starts
     # it while the model loads): start it before timing, so neither mode pays for it.
     server = fork_server(sandbox(args))
-    if server is not None:
-        t0 = time.perf_counter()
-        server.start()
+    t0 = time.perf_counter()
+    if server is not None and server.start():
         print(f"fork server started in {time.perf_counter() - t0:.2f}s (not timed below)")
     else:
         print("workers start a bwrap and Python each (no fork server: --no-fork, --unsafe or not root)")

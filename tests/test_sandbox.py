@@ -363,3 +363,27 @@ def test_unprivileged_user_path():
                          capture_output=True, text=True, cwd="/", timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "limit"  # RLIMIT_NPROC holds in the user namespace too
+
+
+@needs_bwrap
+def test_sessions_fall_back_to_a_bwrap_each_when_forking_cannot_work(worker_start, monkeypatch, capsys):
+    import subprocess
+
+    from spade_cli.sandbox import forkserver
+    from spade_cli.sandbox import session as sbsession
+
+    if worker_start != "forked":
+        pytest.skip("fork server only")
+    monkeypatch.setattr(sbsession, "_servers", {})
+
+    def cannot_start(self):
+        raise EnvError("crash", "the fork server did not start: no pidfds here")
+
+    monkeypatch.setattr(forkserver.ForkServer, "_start", cannot_start)
+    for _ in range(2):
+        with EnvSession(GUESS, FAST) as env:
+            assert isinstance(env.proc, subprocess.Popen)  # a bwrap of its own
+            obs, info = env.reset(seed=0)
+            assert env.step(info["solution"][0])[1] == 1.0
+    err = capsys.readouterr().err
+    assert err.count("cannot be forked here") == 1 and "no pidfds here" in err

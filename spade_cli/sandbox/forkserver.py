@@ -158,24 +158,31 @@ class ForkServer:
         self.forks += 1
         return ForkedProcess(pidfd, *ours)
 
-    def start(self) -> None:
-        """Start the zygote now (else at the first fork), e.g. while a model loads."""
+    def start(self) -> bool:
+        """Start the zygote now (else at the first fork), e.g. while a model loads;
+        False where it cannot start here (see `broken`)."""
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
+            try:
+                self._ensure_running()
+            except Unavailable:
+                return False
+        return True
+
+    def _ensure_running(self) -> None:
+        if self.broken:
+            raise Unavailable(self.broken)
+        if self._proc is None or self._proc.poll() is not None:
+            try:
                 self._start()
+            except EnvError as e:
+                if self.forks == 0:  # never worked here: never will
+                    self.broken = e.detail
+                    raise Unavailable(e.detail) from None
+                raise
 
     def _request(self, settings: dict, fds: list[int]) -> tuple[dict, int | None]:
         for attempt in (0, 1):
-            if self.broken:
-                raise Unavailable(self.broken)
-            if self._proc is None or self._proc.poll() is not None:
-                try:
-                    self._start()
-                except EnvError as e:
-                    if self.forks == 0:  # never worked here: never will
-                        self.broken = e.detail
-                        raise Unavailable(e.detail) from None
-                    raise
+            self._ensure_running()
             try:
                 socket.send_fds(self._sock, [json.dumps(settings).encode()], fds)
                 msg, pidfds, _flags, _addr = socket.recv_fds(self._sock, 1 << 16, 1)

@@ -82,6 +82,8 @@ def fork_server(cfg: SandboxConfig) -> ForkServer | None:
         if server is None:
             server = _servers[key] = ForkServer(cfg)
     return None if server.broken else server
+
+
 _warned = False
 _fd_limit_raised = False
 
@@ -332,13 +334,16 @@ class EnvSession:
         finally:
             if info_w is not None:
                 os.close(info_w)
+        self._watch_pipes()
+        if info_r is not None:
+            self._read_info(info_r)
+
+    def _watch_pipes(self) -> None:
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             os.set_blocking(f.fileno(), False)
         self._poll = select.poll()
         self._poll.register(self.proc.stdout.fileno(), select.POLLIN)
         self._poll.register(self.proc.stderr.fileno(), select.POLLIN)
-        if info_r is not None:
-            self._read_info(info_r)
 
     def _fork(self) -> None:
         if os.geteuid() == 0:
@@ -348,11 +353,7 @@ class EnvSession:
         self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
                                      "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb})
         self.sandbox_pid = self.proc.pid
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            os.set_blocking(f.fileno(), False)
-        self._poll = select.poll()
-        self._poll.register(self.proc.stdout.fileno(), select.POLLIN)
-        self._poll.register(self.proc.stderr.fileno(), select.POLLIN)
+        self._watch_pipes()
 
     def _read_info(self, fd: int) -> None:
         """bwrap reports the host pid of the sandbox's pid 1; a pidfd on it lets us kill
@@ -521,10 +522,10 @@ class EnvSession:
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
-        if proc.poll() is None:
+        if isinstance(proc, ForkedProcess):
+            proc.kill()  # through its pidfd: pid 1 of the worker's namespaces
+        elif proc.poll() is None:
             try:
-                if isinstance(proc, ForkedProcess):
-                    raise OSError  # no process group of its own: its pidfd
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 proc.kill()
