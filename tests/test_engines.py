@@ -106,6 +106,19 @@ def test_hf_left_padding_does_not_change_greedy_output(hf):
     assert [g.completion_ids for g in batched] == [g.completion_ids for g in alone]
 
 
+def test_hf_batch_of_repeated_and_one_token_prompts_matches_alone(hf):
+    # Unequal prompts are prefilled one distinct prompt at a time into a shared padded
+    # cache; a one-token prompt sends the batch through generate's own padded prefill.
+    ids = [hf.chat_ids(c) for c in CONVS]
+    s = Sampling(temperature=0.0, max_tokens=6)
+    for prompts in ([ids[1], ids[0], ids[1], ids[2]], [ids[0], [ids[0][0]]]):
+        batched = hf.generate(prompts, s)
+        alone = [hf.generate([p], s)[0] for p in prompts]
+        for b, a in zip(batched, alone, strict=True):
+            assert b.completion_ids == a.completion_ids and b.finish_reason == a.finish_reason
+            assert b.logprobs == pytest.approx(a.logprobs, abs=1e-4)
+
+
 def test_hf_per_request_sampling_and_stop_strings(hf):
     # A stop string that the first greedy completion surely contains: its 3rd token's text.
     probe = hf.chat(CONVS[:1], Sampling(temperature=0.0, max_tokens=8))[0]

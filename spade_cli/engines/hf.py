@@ -13,10 +13,20 @@ through a shared batch as it does in vLLM. When requests carry seeds, each batch
 under a private RNG seeded from all its requests' seeds: the same call with the same
 seeds gives the same outputs (the determinism contract), but a request's output also
 depends on which other requests share its batch.
+
+On CPU, three costs that grow with the batch and the padding are cut (tokens unchanged,
+logprobs up to float rounding): prompts of unequal length are prefilled one distinct
+prompt at a time, without padding, and gathered into one left-padded KV cache, so pads
+cost no attention or MLP work and the causal kernel applies; that cache is allocated
+once for the whole generation instead of being copied by `torch.cat` at every step;
+and attention with grouped KV heads goes through sdpa's `enable_gqa` instead of
+materialising repeated keys and values per layer and step (transformers does that
+whenever an attention mask is present, i.e. for every padded batch).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import defaultdict
@@ -53,6 +63,13 @@ class HFEngine(Engine):
             raise ResourceError(f"cannot load model {model!r}: {first_line(e)}") from None
         tokenizer.padding_side = "left"
         self.lm = lm.to(device).eval()
+        if device == "cpu" and getattr(lm.config, "_attn_implementation", None) == "sdpa":
+            _register_cpu_sdpa()
+            try:
+                self.lm.set_attn_implementation(_CPU_SDPA)
+            except ValueError as e:  # a transformers that refuses registered functions: plain sdpa
+                log.debug("hf engine keeps sdpa attention: %s", first_line(e))
+        self._n_layers: int | None = None  # of a plain full-attention KV cache; 0: another kind
         self.device = device
         self.max_batch_size = max(1, int(max_batch_size))
         self._lock = threading.Lock()
@@ -115,6 +132,7 @@ class HFEngine(Engine):
         )
         recorder = _LogprobRecorder(1.0, 1.0) if greedy else _LogprobRecorder(float(s0.temperature), float(s0.top_p))
         stopper = _RowStopper(self.tokenizer, width, budgets, [s.stop for s in samplings])
+        cache = self._cache(prompts, width, max(budgets)) if self.device == "cpu" else None
         seeds = [s.seed for s in samplings]
         seed = int(stable_hash("hf-batch", *seeds, n=8), 16) & 0x7FFFFFFF if any(x is not None for x in seeds) else None
         devices = [torch.device(self.device)] if self.device.startswith("cuda") else []
@@ -127,6 +145,7 @@ class HFEngine(Engine):
                 generation_config=config,
                 logits_processor=LogitsProcessorList([recorder]),
                 stopping_criteria=StoppingCriteriaList([stopper]),
+                **({} if cache is None else {"past_key_values": cache}),
             )
         seqs = seqs.cpu()
         lps = recorder.finish(seqs)
@@ -145,6 +164,120 @@ class HFEngine(Engine):
             text, _ = cut_at_stop(self.decode(ids), samplings[r].stop)
             out.append(Generation(text, prompt, ids, [float(x) for x in lps[r, :end].tolist()], reason))
         return out
+
+    def _cache(self, prompts: list[list[int]], width: int, new_tokens: int):
+        """A KV cache with room reserved for the whole generation (`_reserved_layer_class`),
+        or None (generate's own) where the model's cache is not plain full attention.
+
+        When the prompts differ in length it comes filled with every prompt but its last
+        token, left-padded to `width - 1`, each distinct prompt run alone: a padded batch
+        prefill spends attention and MLP work on every pad and, being masked, cannot use
+        the causal kernel. `generate` then runs only the last prompt token."""
+        import torch
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        if self._n_layers is None:
+            layers = DynamicCache(config=self.lm.config).layers
+            self._n_layers = len(layers) if layers and all(type(x) is DynamicLayer for x in layers) else 0
+        if not self._n_layers:
+            return None
+        capacity = width + new_tokens
+        cache = DynamicCache()
+        cache.layers = [_reserved_layer_class()(capacity) for _ in range(self._n_layers)]
+        if len({len(p) for p in prompts}) == 1 or min(len(p) for p in prompts) < 2:
+            return cache
+        keep = {"logits_to_keep": 1} if getattr(self.lm, "_supports_logits_to_keep", lambda: False)() else {}
+        done: dict[tuple, list] = {}
+        with torch.inference_mode():
+            for p in prompts:
+                key = tuple(p[:-1])
+                if key not in done:
+                    out = self.lm(input_ids=torch.tensor([key], device=self.device), use_cache=True, **keep)
+                    done[key] = [(x.keys, x.values) for x in out.past_key_values.layers]
+            for li, layer in enumerate(cache.layers):
+                k0, v0 = done[tuple(prompts[0][:-1])][li]
+                keys = k0.new_zeros((len(prompts), k0.shape[1], capacity, k0.shape[3]))
+                values = v0.new_zeros((len(prompts), v0.shape[1], capacity, v0.shape[3]))
+                for r, p in enumerate(prompts):
+                    k, v = done[tuple(p[:-1])][li]
+                    keys[r, :, width - len(p) : width - 1] = k[0]
+                    values[r, :, width - len(p) : width - 1] = v[0]
+                layer.adopt(keys, values, width - 1)
+        return cache
+
+
+@functools.cache
+def _reserved_layer_class():
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        """A DynamicLayer whose keys and values are views into buffers allocated once
+        for `capacity` positions: each decode step writes one position in place instead
+        of `torch.cat` copying (and allocating) the whole cache, per layer, K and V."""
+
+        def __init__(self, capacity: int):
+            super().__init__()
+            self.capacity = capacity
+            self.kbuf = self.vbuf = None
+
+        def adopt(self, kbuf, vbuf, length: int) -> None:
+            self.dtype, self.device, self.is_initialized = kbuf.dtype, kbuf.device, True
+            self.kbuf, self.vbuf = kbuf, vbuf
+            self.keys, self.values = kbuf[:, :, :length], vbuf[:, :, :length]
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                b, h, _, d = key_states.shape
+                vshape = (b, value_states.shape[1], self.capacity, value_states.shape[3])
+                self.adopt(key_states.new_empty((b, h, self.capacity, d)), value_states.new_empty(vshape), 0)
+            start = self.keys.shape[-2]
+            end = start + key_states.shape[-2]
+            views = self.kbuf is not None and self.keys.data_ptr() == self.kbuf.data_ptr()
+            if not views or end > self.kbuf.shape[-2] or key_states.shape[0] != self.kbuf.shape[0]:
+                self.kbuf = self.vbuf = None  # reordered, cropped past or outgrown: plain cat from here
+                return super().update(key_states, value_states, *args, **kwargs)
+            self.kbuf[:, :, start:end] = key_states
+            self.vbuf[:, :, start:end] = value_states
+            self.keys, self.values = self.kbuf[:, :, :end], self.vbuf[:, :, :end]
+            return self.keys, self.values
+
+    return ReservedLayer
+
+
+_CPU_SDPA = "spade_cpu_sdpa"
+
+
+def _register_cpu_sdpa() -> None:
+    """Registers `_CPU_SDPA`: transformers' sdpa attention, except that grouped KV heads
+    go to sdpa's `enable_gqa` even under an attention mask. transformers repeats keys and
+    values into a fresh tensor for every layer and step whenever a mask is present (its
+    CUDA kernels fall back to the math path with both); torch's CPU flash kernel takes
+    both and gives bit-identical outputs, at half the attention cost of a padded batch."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+        import torch
+
+        if (query.device.type != "cpu" or getattr(module, "num_key_value_groups", 1) == 1
+                or kwargs.get("position_bias") is not None or kwargs.get("output_attentions")):
+            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                          scaling=scaling, is_causal=is_causal, **kwargs)
+        q_len = query.shape[2]
+        is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+        is_causal = bool(q_len > 1 and attention_mask is None and is_causal)
+        if is_causal and key.shape[2] > q_len:
+            key, value = key[:, :, :q_len], value[:, :, :q_len]
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
+            is_causal=is_causal, enable_gqa=True,
+        )
+        return out.transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register(_CPU_SDPA, attention)
+    AttentionMaskInterface.register(_CPU_SDPA, sdpa_mask)
 
 
 def _LogprobRecorder(temperature: float, top_p: float):
