@@ -398,11 +398,14 @@ def _libc():
 
 
 def _close_fds_except(keep):
+    # Up to the highest open descriptor: without close_range(2) (Linux < 5.9),
+    # closerange closes every number up to its bound one by one.
+    top = max(int(fd) for fd in os.listdir("/proc/self/fd")) + 1
     lo = 3
     for fd in sorted(f for f in keep if f >= 3):
         os.closerange(lo, fd)
         lo = fd + 1
-    os.closerange(lo, 1 << 20)
+    os.closerange(lo, max(lo, top))
 
 
 def _episode_init(settings, fds):
