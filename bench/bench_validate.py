@@ -2,11 +2,13 @@
 
     python bench/bench_validate.py [--workers 2] [--repeat 2] [--seeds 3] [--quick]
 
-Each repetition validates every environment of examples/envs once in each mode (modes
-interleaved, so machine load hits both alike), `--workers` candidates at a time, through
+Modes: `forked` (the default as root: workers forked from the fork server), `bwrap` (a
+bwrap and Python per worker, SandboxConfig(fork=False)) and `unsafe` (no bwrap). Each
+repetition validates every environment of examples/envs once in each mode (modes
+interleaved, so machine load hits all alike), `--workers` candidates at a time, through
 the same `validate_records` stage spade-validate runs. Prints environments per second per
-mode, the sandbox/unsafe time ratio (target: at most 1.3), and the reset/step round-trip
-latency (p50, p99) of one session in each mode.
+mode, each sandboxed mode's time over unsafe's (target: at most 1.3), and the worker
+start and reset/step round-trip latency (p50, p99) of one session in each mode.
 """
 
 from __future__ import annotations
@@ -24,11 +26,10 @@ from spade_cli.envs.library import library_candidates  # noqa: E402
 from spade_cli.envs.validation import validate_records  # noqa: E402
 from spade_cli.sandbox import EnvSession, SandboxConfig, check_sandbox  # noqa: E402
 
-MODES = {"bwrap": False, "unsafe": True}
+MODES = {"forked": SandboxConfig(), "bwrap": SandboxConfig(fork=False), "unsafe": SandboxConfig(unsafe=True)}
 
 
-def run_once(cands: list[dict], unsafe: bool, workers: int, seeds: int) -> tuple[float, int]:
-    cfg = SandboxConfig(unsafe=unsafe)
+def run_once(cands: list[dict], cfg: SandboxConfig, workers: int, seeds: int) -> tuple[float, int]:
     t0 = time.perf_counter()
     out = list(validate_records(cands, lambda code: EnvSession(code, cfg), seeds=seeds,
                                 workers=workers))
@@ -37,9 +38,8 @@ def run_once(cands: list[dict], unsafe: bool, workers: int, seeds: int) -> tuple
     return dt, valid
 
 
-def latency(unsafe: bool, n: int) -> tuple[float, float, float]:
+def latency(cfg: SandboxConfig, n: int) -> tuple[float, float, float]:
     code = (Path(__file__).resolve().parents[1] / "examples" / "envs" / "grid_maze.py").read_text()
-    cfg = SandboxConfig(unsafe=unsafe)
     t0 = time.perf_counter()
     with EnvSession(code, cfg) as s:
         start = time.perf_counter() - t0
@@ -70,8 +70,8 @@ def main() -> None:
           f"{args.repeat} repetitions, {os.cpu_count()} CPUs", flush=True)
     times: dict[str, list[float]] = {m: [] for m in MODES}
     for r in range(args.repeat):
-        for mode, unsafe in MODES.items():
-            dt, valid = run_once(cands, unsafe, args.workers, args.seeds)
+        for mode, cfg in MODES.items():
+            dt, valid = run_once(cands, cfg, args.workers, args.seeds)
             times[mode].append(dt)
             print(f"rep {r + 1} {mode:7s} {dt:7.2f} s  {len(cands) / dt:6.2f} envs/s  "
                   f"({valid}/{len(cands)} valid)", flush=True)
@@ -79,11 +79,13 @@ def main() -> None:
     med = {m: statistics.median(t) for m, t in times.items()}
     for m in MODES:
         print(f"| {m} | {len(cands) / med[m]:.2f} | {med[m]:.2f} |")
-    print(f"\nsandbox cost: bwrap / unsafe time = {med['bwrap'] / med['unsafe']:.2f}x (target <= 1.3x)")
+    print()
+    for m in ("forked", "bwrap"):
+        print(f"sandbox cost: {m} / unsafe time = {med[m] / med['unsafe']:.2f}x (target <= 1.3x)")
     n = 200 if args.quick else 1000
     print("\n| mode | worker start | round trip p50 | p99 |\n|---|---|---|---|")
-    for m, unsafe in MODES.items():
-        start, p50, p99 = latency(unsafe, n)
+    for m, cfg in MODES.items():
+        start, p50, p99 = latency(cfg, n)
         print(f"| {m} | {start * 1000:.0f} ms | {p50 * 1e6:.0f} µs | {p99 * 1e6:.0f} µs |")
 
 
