@@ -381,9 +381,8 @@ PLANT = '''
     except OSError:
         pass
     status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
-    return json.dumps({"uid": os.getuid(), "cap_eff": status["CapEff"].strip(),
-                       "cap_bnd": status["CapBnd"].strip(),
-                       "fds": fds}), 0.0, False, False, {}'''
+    caps = {k: v.strip() for k, v in status.items() if k.startswith("Cap")}
+    return json.dumps({"uid": os.getuid(), "caps": caps, "fds": fds}), 0.0, False, False, {}'''
 
 PROBE = '''
     import json, socket as sk
@@ -416,7 +415,8 @@ def test_workers_alive_together_share_nothing():
     assert seen["abstract"] != "CONNECTED" and seen["tcp"] != "CONNECTED", seen
     assert seen["kill"] != "KILLED SOMETHING", seen
     assert len(seen["pids"]) <= 3, seen  # its pid 1 (the sandbox's) and itself, at most
-    assert planted["cap_eff"] == planted["cap_bnd"] == "0000000000000000", planted
+    assert set(planted["caps"]) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}, planted
+    assert set(planted["caps"].values()) == {"0000000000000000"}, planted  # none, not even bounded
     # stdin, stdout/stderr (the output sink), the protocol channel, and the listing itself
     assert planted["fds"] == [0, 1, 2, 3, 4], planted
     if os.geteuid() == 0:
