@@ -369,7 +369,8 @@ def run_worker(settings):
 # fresh sandbox inside its own, ready in milliseconds instead of a Python start:
 #
 #   zygote: unshare a pid namespace for its next child, fork G, restore its own, and
-#           send the parent a pidfd of G (an unreaped child of ours: no pid-reuse race)
+#           send the parent a pidfd of G (opened with SIGCHLD blocked, so G is still
+#           ours, unreaped, whatever happens: no pid-reuse race)
 #   G, pid 1 there: unshare mount, network, IPC and UTS namespaces; mount a fresh
 #           read-only /proc (this namespace's processes only) and fresh sized tmpfs
 #           /tmp and /dev/shm; fork W; reap; when W ends, write its exit code to the
@@ -411,7 +412,8 @@ def _close_fds_except(keep):
 def _episode_init(settings, fds):
     """G: pid 1 of a worker's namespaces. Trusted code only; never returns."""
     stdin_r, proto_w, err_w, status_w = fds
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would lose W's status
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # not the zygote's reaper, nor its mask
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     try:
         _close_fds_except(fds)
         call = _libc()
@@ -452,6 +454,16 @@ def _episode_init(settings, fds):
                 os._exit(0)
 
 
+def _reap(_signum, _frame):
+    """The zygote's SIGCHLD handler: collect every G that has ended."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
 def zygote(control_fd):
     global _SECCOMP
     import resource  # noqa: F401 - what run_worker imports, imported once for every worker
@@ -463,7 +475,7 @@ def zygote(control_fd):
     _SECCOMP = seccomp_program()
 
     os.chdir("/")
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps each G as it ends
+    signal.signal(signal.SIGCHLD, _reap)
     call = _libc()
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     control = socket.socket(fileno=control_fd)
@@ -481,14 +493,18 @@ def zygote(control_fd):
             settings = json.loads(msg)
             call("unshare", _NEWPID)  # for the next child only
             init = -1
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
             try:
-                init = os.fork()
+                try:
+                    init = os.fork()
+                finally:
+                    if init != 0:
+                        call("setns", own_pid_ns, _NEWPID)
+                if init == 0:
+                    _episode_init(settings, fds)
+                pidfd = os.pidfd_open(init)
             finally:
-                if init != 0:
-                    call("setns", own_pid_ns, _NEWPID)
-            if init == 0:
-                _episode_init(settings, fds)
-            pidfd = os.pidfd_open(init)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         except (OSError, ValueError) as e:
             control.send(json.dumps({"ok": False, "detail": str(e)}).encode())
         else:
