@@ -32,6 +32,11 @@ REASONS = (
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
 
+# No user site, no script directory on sys.path, no .pyc writes. Not -I/-E: the worker's
+# environment is entirely ours, and PYTHONHASHSEED=0 in it must apply so that set and
+# dict-of-set iteration orders (and so episodes) agree between workers.
+PY_FLAGS = ("-s", "-P", "-B")
+
 # Where things appear inside the jail.
 PY_ROOT = "/opt/python"
 WORKER_PATH = "/opt/spade/worker.py"

@@ -26,9 +26,15 @@ import subprocess
 import tempfile
 import threading
 
-from .config import PY_ROOT, WORKER_PATH, EnvError, SandboxConfig, bwrap_argv, check_sandbox
-
-_PY_FLAGS = ("-s", "-P", "-B")
+from .config import (
+    PY_FLAGS,
+    PY_ROOT,
+    WORKER_PATH,
+    EnvError,
+    SandboxConfig,
+    bwrap_argv,
+    check_sandbox,
+)
 
 
 def _host_pid(pidfd: int) -> int | None:
@@ -205,7 +211,7 @@ class ForkServer:
         cfg = self.cfg
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = bwrap_argv(check_sandbox(), 0, cfg, extra_caps=("CAP_SYS_ADMIN",))
-        argv += [f"{PY_ROOT}/bin/python", *_PY_FLAGS, WORKER_PATH,
+        argv += [f"{PY_ROOT}/bin/python", *PY_FLAGS, WORKER_PATH,
                  json.dumps({"zygote": {"fd": theirs.fileno()}, "limits": cfg.limits()})]
         self._log = tempfile.TemporaryFile()  # the zygote's own messages (trusted, few)
         from .session import _spawn_from_keeper  # started where --die-with-parent holds

@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 
 from .config import (
+    PY_FLAGS,
     PY_ROOT,
     REASONS,
     WORKER_PATH,
@@ -32,10 +33,6 @@ from .config import (
 )
 from .forkserver import ForkedProcess, ForkServer, Unavailable
 
-# No user site, no script directory on sys.path, no .pyc writes. Not -I/-E: the worker's
-# environment is entirely ours, and PYTHONHASHSEED=0 in it must apply so that set and
-# dict-of-set iteration orders (and so episodes) agree between workers.
-_PY_FLAGS = ("-s", "-P", "-B")
 _TAIL = 4096  # bytes of the worker's stderr kept for error details
 
 # Host uids for root mode. Each live worker gets its own, so RLIMIT_NPROC (which counts
@@ -306,7 +303,7 @@ class EnvSession:
         info_r = info_w = None
         if cfg.unsafe:
             warn_unsafe()
-            argv = [sys.executable, *_PY_FLAGS, str(Path(__file__).with_name("worker.py"))]
+            argv = [sys.executable, *PY_FLAGS, str(Path(__file__).with_name("worker.py"))]
             env = jail_env(cfg, None)
             settings = {"uid": None, "limits": cfg.limits()}
         else:
@@ -317,7 +314,7 @@ class EnvSession:
             info_r, info_w = os.pipe()
             argv = bwrap_argv(bwrap, self.uid, cfg)
             argv[1:1] = ["--info-fd", str(info_w)]
-            argv += [f"{PY_ROOT}/bin/python", *_PY_FLAGS, WORKER_PATH]
+            argv += [f"{PY_ROOT}/bin/python", *PY_FLAGS, WORKER_PATH]
             # bwrap's own environment is readable inside as /proc/1/environ: give it none.
             env = {}
             settings = {"uid": self.uid, "limits": cfg.limits()}
