@@ -3,10 +3,11 @@
 Starting a worker is a Python start plus importing numpy and gymnasium, ~0.1 s of CPU;
 a rollout starts one per episode, and on a small machine that costs as much as the
 episodes themselves. A ForkServer starts one bwrap sandbox whose Python (the zygote, in
-worker.py) imports them once and never runs untrusted code; each `EnvSession(code, cfg,
-forks=server)` then gets a worker forked from it into fresh namespaces of its own
-(mount, pid, network, IPC, UTS; fresh /proc, /tmp and /dev/shm), with its own host uid,
-limits and seccomp filter: what a worker of its own bwrap gets, in milliseconds.
+worker.py) imports them once and never runs untrusted code; each EnvSession then gets
+its worker forked from it (session.fork_server(cfg): one server per process and jail)
+into fresh namespaces of its own (mount, pid, network, IPC, UTS; fresh /proc, /tmp and
+/dev/shm), with its own host uid, limits and seccomp filter: what a worker of its own
+bwrap gets, in milliseconds.
 
 It needs root (the zygote builds those namespaces with CAP_SYS_ADMIN, which it holds
 only while it runs trusted code) and pidfds (Linux 5.3); `ForkServer.usable(cfg)` says
