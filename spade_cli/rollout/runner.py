@@ -279,6 +279,7 @@ def run_rollouts(
             live = still
         yield from finish_ready()
     finally:
+        t_close = time.monotonic()
         for ep in live:
             ep.close()
         for fut in spawning.values():
@@ -291,6 +292,7 @@ def run_rollouts(
         for job in jobs:
             for ep in job.episodes:
                 ep.close()
+        stats.phases["close"] += time.monotonic() - t_close
         stats.wall_seconds += time.monotonic() - t_start
 
 
