@@ -99,7 +99,7 @@ def run_trl_generate(model_dir: Path, prompts: list[str], args, work: Path):
 
 
 def run_spade_stored(model_dir: Path, recorded: list[dict], tok, args, work: Path):
-    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.config import TrainJob
     from spade_cli.train.grpo import build_trainer, load_groups
 
     # One candidate per recorded completion; the G rows of one prompt form one group.
@@ -112,7 +112,7 @@ def run_spade_stored(model_dir: Path, recorded: list[dict], tok, args, work: Pat
                      "score": {"reward": row["reward"]}})
     data = work / "stored.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    cfg = TrainConfig(model=str(model_dir), output_dir=str(work / "spade"), inputs=[str(data)], role="designer",
+    cfg = TrainJob(model=str(model_dir), output_dir=str(work / "spade"), inputs=[str(data)], role="designer",
                       per_device_batch_size=args.batch, learning_rate=1e-5, logging_steps=1000,
                       bf16=args.bf16, seed=0)
     groups, _ = load_groups(cfg)

@@ -1,78 +1,74 @@
-"""What every command shares: options, config files, logging, progress, errors.
+"""What every command shares: options, config files, errors; the Typer layer.
 
-A command module builds its Typer app with `make_app`, declares its options with the
-`Annotated` aliases below (so `--seed` or `-o` mean the same everywhere), and exposes
-`main = entry(app, "spade-<name>")`. `entry` turns every known failure into one line
-`spade-<name>: error: <problem>` on stderr and a documented exit code (see errors.py);
-the traceback is shown only with `-v` or `SPADE_DEBUG=1`.
+A command module builds its Typer app with `make_app`, declares its run-time arguments
+with the `Annotated` aliases below (so `--seed` or `-o` mean the same everywhere), takes
+its settings groups through `stage_command` (their options come from the settings
+dataclasses, `settings.py`), and exposes `main = entry(app, "spade-<name>")`. `entry`
+turns every known failure into one line `spade-<name>: error: <problem>` on stderr and a
+documented exit code (see errors.py); the traceback is shown only with `-v` or
+`SPADE_DEBUG=1`. Logging and progress bars live in `logs.py` (Typer-free).
 """
 
 from __future__ import annotations
 
-import logging
+import functools
+import inspect
 import os
 import sys
-import tomllib
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
+from . import settings as st
 from . import timing
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, PipeClosed, SpadeError, UsageError
+from .logs import debug_enabled, log, prog, progress, progress_bar, set_verbosity, setup_logging
 from .recordio import RecordWriter
 from .records import in_shard, parse_shard
+from .settings import read_toml
 
-log = logging.getLogger("spade")
-T = TypeVar("T")
-
-_state = {"verbose": 0, "quiet": False, "prog": "spade"}
-
+__all__ = ["log", "progress", "progress_bar", "read_toml", "setup_logging"]
 
 # --------------------------------------------------------------------------- options
 
 
 def _set_verbose(value: int) -> int:
-    _state["verbose"] = value or 0
-    _apply_log_level()
+    set_verbosity(verbose=value)
     return value
 
 
 def _set_quiet(value: bool) -> bool:
-    _state["quiet"] = bool(value)
-    _apply_log_level()
+    set_verbosity(quiet=value)
     return value
 
 
-def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:
-    """A user's TOML file; a missing file or bad TOML is a one-line usage error."""
-    try:
-        return tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: {what} not found") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: bad TOML ({e})") from None
-
-
 def _load_config(ctx: typer.Context, param: Any, value: Path | None) -> Path | None:
-    """Read option defaults from TOML. Keys are option names (`num-designs` or
-    `num_designs`); a table named after the command (`[design]`) is used if present."""
+    """Option defaults from TOML: the tables of the command's settings groups (`[design]`,
+    `[model]`, `[sandbox]`: the layout of spade-loop's config, so a run's config file
+    serves a single stage too), or, in a file without them, top-level keys."""
     if value is None:
         return value
     data = read_toml(value)
-    section = _state["prog"].removeprefix("spade-")
-    table = data.get(section, data.get(section.replace("-", "_")))
-    if not isinstance(table, dict):
-        table = {k: v for k, v in data.items() if not isinstance(v, dict)}
-    params = {p.name: p for p in ctx.command.params if p.name}
+    params = {p.name for p in ctx.command.params if p.name and p.name != "config"}
+    groups: dict[str, type] = getattr(ctx.command.callback, "_spade_groups", {})
     defaults: dict[str, Any] = {}
-    for key, val in table.items():
-        name = key.replace("-", "_")
-        if name not in params or name == "config":
-            raise UsageError(f"{value}: unknown option {key!r} for {_state['prog']}")
-        defaults[name] = val
+    tables = {cls.TABLE: cls for cls in groups.values() if isinstance(data.get(cls.TABLE), dict)}
+    for table, cls in tables.items():
+        # A loop config's table also holds the loop's own fields (extra_args, cli=False).
+        values = st.table_values(cls, data[table], str(value), f"{table}.", ignore={"extra_args"})
+        cli_names = {f.name for f in st.fields_of(cls) if f.opt.cli}
+        defaults.update({k: v for k, v in values.items() if k in cli_names})
+    if not tables:
+        for key, val in data.items():
+            if isinstance(val, dict):
+                continue
+            name = key.replace("-", "_")
+            if name not in params:
+                raise UsageError(f"{value}: unknown option {key!r} for {prog()}")
+            defaults[name] = val
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
 
@@ -107,7 +103,9 @@ Config = Annotated[
     Path | None,
     typer.Option(
         "--config",
-        help="TOML file of option defaults (keys are option names); command-line flags win.",
+        help="TOML file of option defaults: the command's tables of a spade-loop config "
+        "(e.g. [design], [model], [sandbox]), or top-level keys named after options. "
+        "Command-line flags win.",
         is_eager=True,
         callback=_load_config,
     ),
@@ -138,43 +136,64 @@ def make_app(help: str) -> typer.Typer:
     )
 
 
-class _Formatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        msg = record.getMessage()
-        if record.levelno >= logging.WARNING:
-            msg = f"{record.levelname.lower()}: {msg}"
-        return f"{_state['prog']}: {msg}"
+def _typer_option(f: st.Field) -> Any:
+    kwargs: dict[str, Any] = {"help": f.opt.help}
+    if f.opt.min is not None:
+        kwargs["min"] = f.opt.min
+    if f.opt.max is not None:
+        kwargs["max"] = f.opt.max
+    if f.opt.metavar is not None:
+        kwargs["metavar"] = f.opt.metavar
+    if f.opt.choices is not None:
+        kwargs["help"] = f"{f.opt.help} One of: {', '.join(f.opt.choices)}."
+    return Annotated[f.type, typer.Option(*f.flags, **kwargs)]
 
 
-def _apply_log_level() -> None:
-    if _state["quiet"]:
-        log.setLevel(logging.ERROR)
-    elif _state["verbose"] >= 1:
-        log.setLevel(logging.DEBUG)
-    else:
-        log.setLevel(logging.INFO)
+def stage_command(app: typer.Typer, **groups: type) -> Callable[[Callable], Callable]:
+    """Register a command whose options come from settings classes.
 
+    `fn` declares its run-time arguments (inputs, -o, --seed, ...) as usual and one
+    keyword parameter per group (`settings=DesignSettings, engine=EngineOptions`): the
+    command gets every command-line field of each group as an option, `--config`, `-v`
+    and `-q`, and `fn` receives checked instances of the groups."""
 
-def setup_logging(prog: str) -> None:
-    _state["prog"] = prog
-    if not any(getattr(h, "_spade", False) for h in log.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(_Formatter())
-        handler._spade = True  # type: ignore[attr-defined]
-        log.addHandler(handler)
-        log.propagate = False
-    _apply_log_level()
+    def register(fn: Callable) -> Callable:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name not in groups]
+        taken = {p.name for p in own}
+        fields: dict[str, list[st.Field]] = {}
+        params = list(own)
+        for key, cls in groups.items():
+            fields[key] = [f for f in st.fields_of(cls) if f.opt.cli]
+            for f in fields[key]:
+                if f.name in taken:
+                    raise TypeError(f"{fn.__name__}: option {f.name!r} declared twice")
+                taken.add(f.name)
+                params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                                default=f.default, annotation=_typer_option(f)))
+        for name, alias in (("config", Config), ("verbose", Verbose), ("quiet", Quiet)):
+            if name not in taken:
+                default = None if name == "config" else (0 if name == "verbose" else False)
+                params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                                default=default, annotation=alias))
+        own_names = {p.name for p in own}
 
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            built = {}
+            for key, cls in groups.items():
+                values = {f.name: kwargs[f.name] for f in fields[key]}
+                built[key] = st.check(st.build(cls, values))
+            return fn(**{k: v for k, v in kwargs.items() if k in own_names}, **built)
 
-def verbosity_args() -> list[str]:
-    """The -q / -v flags of this command, for the commands it starts."""
-    if _state["quiet"]:
-        return ["-q"]
-    return ["-v"] * _state["verbose"]
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        del command.__wrapped__  # Typer must see the new signature, not fn's
+        command._spade_groups = groups  # type: ignore[attr-defined]
+        app.command()(command)
+        return fn
 
-
-def debug_enabled() -> bool:
-    return _state["verbose"] > 0 or os.environ.get("SPADE_DEBUG", "") not in ("", "0")
+    return register
 
 
 def _fail(prog: str, message: str, code: int) -> None:
@@ -253,18 +272,3 @@ def select(records: Iterable[dict], shard: str | None = None, limit: int | None 
             continue
         n += 1
         yield rec
-
-
-def progress(it: Iterable[T], desc: str, total: int | None = None, unit: str = "rec") -> Iterable[T]:
-    """A tqdm bar on stderr, only when stderr is a terminal and not --quiet."""
-    from tqdm import tqdm
-
-    disable = _state["quiet"] or not sys.stderr.isatty()
-    return tqdm(it, desc=desc, total=total, unit=unit, disable=disable, file=sys.stderr, leave=False)
-
-
-def progress_bar(desc: str, total: int | None = None, unit: str = "it") -> Any:
-    from tqdm import tqdm
-
-    disable = _state["quiet"] or not sys.stderr.isatty()
-    return tqdm(desc=desc, total=total, unit=unit, disable=disable, file=sys.stderr, leave=False)

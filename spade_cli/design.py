@@ -37,6 +37,7 @@ from pathlib import Path
 
 from .engines import Engine, Sampling
 from .errors import UsageError
+from .options import DesignSettings
 from .records import make_id, new_record, seed_for
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
@@ -186,35 +187,22 @@ def build_prompt(engine: Engine, template: Template, contract: str, doc: dict | 
 # --------------------------------------------------------------------------- stage
 
 
-@dataclass
-class DesignSettings:
-    num_designs: int = 4
-    sampling: Sampling = None  # type: ignore[assignment]  # seed/stop per design are filled in
-    seed: int = 0
-    round: int = 0
-    no_doc: bool = False
-    no_memory: bool = False
-    exemplars: int = 2
-    listing_limit: int = 50
-    doc_tokens: int = 1024
-    max_prompt_tokens: int | None = None
-    batch_docs: int = 8
-
-    def prompt_budget(self, engine: Engine) -> int:
-        room = engine.max_model_len - self.sampling.max_tokens
-        budget = self.max_prompt_tokens or room
-        if budget > room:
-            raise UsageError(f"--max-prompt-tokens {budget} + --max-tokens {self.sampling.max_tokens} "
-                             f"exceed the model's context of {engine.max_model_len} tokens")
-        if budget < 64:
-            raise UsageError(f"no room for a prompt: the model's context is {engine.max_model_len} "
-                             f"tokens and --max-tokens is {self.sampling.max_tokens}")
-        return budget
+def prompt_budget(settings: DesignSettings, engine: Engine) -> int:
+    room = engine.max_model_len - settings.sampling.max_tokens
+    budget = settings.max_prompt_tokens or room
+    if budget > room:
+        raise UsageError(f"--max-prompt-tokens {budget} + --max-tokens {settings.sampling.max_tokens} "
+                         f"exceed the model's context of {engine.max_model_len} tokens")
+    if budget < 64:
+        raise UsageError(f"no room for a prompt: the model's context is {engine.max_model_len} "
+                         f"tokens and --max-tokens is {settings.sampling.max_tokens}")
+    return budget
 
 
 def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSettings,
-                   memory: list[dict] | None = None, template: Template | None = None) -> Iterator[dict]:
-    """Candidate records, `num_designs` per doc, in input order. `memory` holds the env
+                   memory: list[dict] | None = None, template: Template | None = None, *,
+                   seed: int = 0, round: int = 0) -> Iterator[dict]:
+    """Candidate records, `designs_per_doc` per doc, in input order. `memory` holds the env
     entries exemplars and the listing come from (ignored with `no_memory`)."""
     from .memory import listing
 
@@ -222,33 +210,34 @@ def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSetting
     contract = load_contract()
     entries = [] if settings.no_memory else list(memory or [])
     listing_text = listing(entries, limit=settings.listing_limit) if entries else ""
-    budget = settings.prompt_budget(engine)
-    base = settings.sampling or Sampling()
+    budget = prompt_budget(settings, engine)
+    base = settings.sampling
 
     batch: list[dict] = []
     for doc in docs:
         batch.append(doc)
         if len(batch) >= settings.batch_docs:
             yield from _design_batch(batch, engine, settings, base, template, contract, entries,
-                                     listing_text, budget)
+                                     listing_text, budget, seed, round)
             batch = []
     if batch:
         yield from _design_batch(batch, engine, settings, base, template, contract, entries,
-                                 listing_text, budget)
+                                 listing_text, budget, seed, round)
 
 
-def _design_batch(docs, engine, settings, base, template, contract, entries, listing_text, budget):
+def _design_batch(docs, engine, settings, base, template, contract, entries, listing_text, budget,
+                  seed, round):
     from .memory import select_exemplars
 
     convs, samplings, meta = [], [], []
     for doc in docs:
-        group = make_id("group", doc["id"], settings.round, settings.seed)
-        chosen = select_exemplars(entries, settings.exemplars, seed=seed_for(settings.seed, "exemplars", doc["id"]))
+        group = make_id("group", doc["id"], round, seed)
+        chosen = select_exemplars(entries, settings.exemplars, seed=seed_for(seed, "exemplars", doc["id"]))
         prompt = build_prompt(engine, template, contract, None if settings.no_doc else doc, chosen,
-                              listing_text, settings.round, settings.doc_tokens, budget)
-        for i in range(settings.num_designs):
+                              listing_text, round, settings.doc_tokens, budget)
+        for i in range(settings.designs_per_doc):
             s = Sampling(temperature=base.temperature, top_p=base.top_p, max_tokens=base.max_tokens,
-                         seed=seed_for(settings.seed, "design", f"{group}:{i}"), stop=list(base.stop))
+                         seed=seed_for(seed, "design", f"{group}:{i}"), stop=list(base.stop))
             convs.append(prompt.messages)
             samplings.append(s)
             meta.append((doc, group, i, prompt))
@@ -260,7 +249,7 @@ def _design_batch(docs, engine, settings, base, template, contract, entries, lis
                          "chars": len(doc["text"])}
         yield new_record(
             "candidate", make_id("cand", group, i), [doc["id"]],
-            origin="design", round=settings.round, group=group, doc=doc_field,
+            origin="design", round=round, group=group, doc=doc_field,
             design={
                 "messages": prompt.messages,
                 "text": g.text,

@@ -136,14 +136,14 @@ def test_mixing_ratio_subsamples_the_plentiful_role(tmp_path):
 
 
 def test_batch_plan_spans_steps_when_a_step_holds_part_of_a_group(tmp_path):
-    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.config import TrainJob
     from spade_cli.train.grpo import plan_batches
 
     recs = []
     for g in range(5):
         recs += [designer(f"d{g}{i}", f"g{g}", [1], [2, i], float(i)) for i in range(4)]
     groups, _ = read_groups([str(write(tmp_path / "p.jsonl", recs))], role="designer")
-    plan = lambda **kw: plan_batches(TrainConfig(model="m", output_dir="o", **kw), groups, 1)  # noqa: E731
+    plan = lambda **kw: plan_batches(TrainJob(model="m", output_dir="o", **kw), groups, 1)  # noqa: E731
     assert plan()["steps"] == 5 and plan()["steps_per_generation"] == 1
     # 2 rows per step: a group of 4 spans 2 optimizer steps.
     p = plan(per_device_batch_size=2)
@@ -322,7 +322,7 @@ def test_environment_tokens_get_no_gradient(tiny_model, tok, tmp_path):
     on tokens marked as the model's does change it)."""
     import torch
 
-    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.config import TrainJob
     from spade_cli.train.grpo import build_trainer
 
     prompt = _enc(tok, "Find the key.")
@@ -333,7 +333,7 @@ def test_environment_tokens_get_no_gradient(tiny_model, tok, tmp_path):
     def backward(segments_of):
         eps = [episode(prompt, segments_of(k), float(k % 2)) for k in range(2)]
         f = write(tmp_path / "a.jsonl", [agent("e", eps)])
-        cfg = TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="agent")
+        cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="agent")
         groups, _ = read_groups(cfg.inputs, role="agent")
         trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
         trainer.model.train()
@@ -379,7 +379,7 @@ def test_stored_logprobs_are_checked_against_the_model(tiny_model, tok, tmp_path
     logprobs from some other policy show up in sampling/logp_abs_diff."""
     from transformers import AutoModelForCausalLM
 
-    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.config import TrainJob
     from spade_cli.train.grpo import build_trainer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
@@ -398,7 +398,7 @@ def test_stored_logprobs_are_checked_against_the_model(tiny_model, tok, tmp_path
         recs = [designer(f"d{i}", "g", prompt, c, float(i % 2), [x + shift for x in token_logprobs(c)])
                 for i, c in enumerate(comps)]
         f = write(tmp_path / f"lp{shift}.jsonl", recs)
-        cfg = TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="designer")
+        cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="designer")
         groups, _ = read_groups(cfg.inputs, role="designer")
         trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
         trainer.model.train()
@@ -442,15 +442,15 @@ def test_lora_adapter_then_next_round(tiny_model, tok, tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.config import TrainJob
     from spade_cli.train.grpo import run
 
     data = write(tmp_path / "r.jsonl", round_records(tok))
     common = dict(inputs=[str(data)], role="designer", learning_rate=1e-2, lora_r=4, per_device_batch_size=8)
-    info1 = run(TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "r1"), lora_save="adapter", **common))
+    info1 = run(TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "r1"), lora_save="adapter", **common))
     assert info1["format"] == "adapter"
     assert (tmp_path / "r1" / "adapter_config.json").exists() and not (tmp_path / "r1" / "config.json").exists()
-    info2 = run(TrainConfig(model=str(tmp_path / "r1"), output_dir=str(tmp_path / "r2"), **common))
+    info2 = run(TrainJob(model=str(tmp_path / "r1"), output_dir=str(tmp_path / "r2"), **common))
     assert info2["format"] == "merged" and (tmp_path / "r2" / "adapter" / "adapter_config.json").exists()
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "r2")
     assert not any("lora" in n for n, _ in merged.named_parameters())
@@ -462,13 +462,13 @@ def test_lora_adapter_then_next_round(tiny_model, tok, tmp_path):
 def test_kl_against_a_reference_model_and_uneven_groups(tiny_model, tok, tmp_path):
     """--beta with --ref-model loads the reference and logs KL; a group smaller than the
     others is padded with loss-free, reward-free rows instead of failing or being dropped."""
-    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.config import TrainJob
     from spade_cli.train.grpo import run
 
     recs = round_records(tok)
     recs = [r for r in recs if r["id"] != "d13"]  # designer group g1 now has 3 designs
     data = write(tmp_path / "r.jsonl", recs)
-    info = run(TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "k"), inputs=[str(data)],
+    info = run(TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "k"), inputs=[str(data)],
                            role="designer", beta=0.1, ref_model=str(tiny_model), learning_rate=1e-2,
                            epochs=2, per_device_batch_size=8, loss_type="grpo"))
     assert info["group_size"] == 4 and info["padded_rows"] == 1
@@ -483,12 +483,12 @@ def test_kl_against_a_reference_model_and_uneven_groups(tiny_model, tok, tmp_pat
 def test_every_loss_type_trains(tiny_model, tok, tmp_path):
     """Each TRL loss spade-train offers runs on stored samples (one batch, two passes),
     with gradient checkpointing and a KL term on two of them."""
-    from spade_cli.train.config import LOSS_TYPES, TrainConfig
+    from spade_cli.train.config import LOSS_TYPES, TrainJob
     from spade_cli.train.grpo import run
 
     data = write(tmp_path / "r.jsonl", round_records(tok)[:8])
     for lt in LOSS_TYPES:
-        info = run(TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / lt), inputs=[str(data)],
+        info = run(TrainJob(model=str(tiny_model), output_dir=str(tmp_path / lt), inputs=[str(data)],
                                role="designer", loss_type=lt, learning_rate=1e-3, per_device_batch_size=8,
                                epochs=2, gradient_checkpointing=lt == "grpo", beta=0.04 if lt == "dapo" else 0.0))
         assert info["steps"] == 2 and math.isfinite(info["train_loss"]), lt
@@ -536,11 +536,11 @@ def test_shipped_accelerate_configs_parse(name, kind):
 
 @pytest.mark.gpu
 def test_bf16_training_on_gpu(tiny_model, tok, tmp_path):
-    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.config import TrainJob
     from spade_cli.train.grpo import run
 
     data = write(tmp_path / "r.jsonl", round_records(tok))
-    info = run(TrainConfig(model=str(tiny_model), output_dir=str(tmp_path / "g"), inputs=[str(data)],
+    info = run(TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "g"), inputs=[str(data)],
                            per_device_batch_size=8, learning_rate=1e-3))
     assert info["steps"] == 2
     cfg = json.loads((tmp_path / "g" / "spade_train.json").read_text())

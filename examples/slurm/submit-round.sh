@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Submit one SPADE round as a chain of Slurm jobs:
-#   sample-docs (array) → design (array) → validate (array) → rollout (array)
-#   → regret (single, owns the memory) → train (multi-node accelerate launch)
-# usage: SPADE_RUN=/shared/runs/x SPADE_MODEL=/models/m SPADE_ROUND=1 ./submit-round.sh
-# Round r+1: SPADE_MODEL=$SPADE_RUN/round-00r/checkpoint SPADE_ROUND=r+1 ./submit-round.sh
+# Submit one SPADE round as a chain of Slurm jobs, one per stage of the round that
+# `spade-loop CONFIG --list-stages --round R` lists; map stages (design, validate,
+# rollout) run as array jobs of SHARDS tasks followed by a merge job. Each job runs
+# stage.sbatch, which runs `spade-loop CONFIG --stage NAME`.
+#
+#   examples/slurm/submit-round.sh CONFIG ROUND [SHARDS]
 set -euo pipefail
+config=${1:?usage: submit-round.sh CONFIG ROUND [SHARDS]}
+round=${2:?usage: submit-round.sh CONFIG ROUND [SHARDS]}
+shards=${3:-1}
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/common.sh"
-last=$((SPADE_SHARDS - 1))
-sub() { sbatch --parsable --export=ALL "$@"; }
-docs=$(sub --array=0-$last "$here/sample-docs.sbatch")
-design=$(sub --array=0-$last --dependency=afterok:$docs "$here/design.sbatch")
-# aftercorr: validate task i starts when design task i is done.
-validate=$(sub --array=0-$last --dependency=aftercorr:$design "$here/validate.sbatch")
-rollout=$(sub --array=0-$last --dependency=aftercorr:$validate "$here/rollout.sbatch")
-regret=$(sub --dependency=afterok:$rollout "$here/regret.sbatch")
-train=$(sub --dependency=afterok:$regret "$here/train.sbatch" \
-  "$ROUND_DIR/scored.jsonl.zst" "$SPADE_MODEL" "$ROUND_DIR/checkpoint")
-echo "round $SPADE_ROUND: docs=$docs design=$design validate=$validate rollout=$rollout regret=$regret train=$train"
+export SPADE_CONFIG=$(realpath "$config") SPADE_ROUND=$round
+prev=""
+summary=()
+sub() {  # sub NAME [sbatch args...]: submit stage.sbatch, print the job id
+  local name=$1; shift
+  sbatch --parsable --kill-on-invalid-dep=yes --job-name "spade-r$round-$name" \
+    ${prev:+--dependency=afterok:$prev} "$@" "$here/stage.sbatch"
+}
+while IFS=$'\t' read -r name shardable; do
+  if [ "$shardable" = true ] && [ "$shards" -gt 1 ]; then
+    array=$(sub "$name" --array="0-$((shards - 1))" --export="ALL,SPADE_STAGE=$name,SPADE_SHARDS=$shards")
+    prev=$array
+    prev=$(sub "$name-merge" --export="ALL,SPADE_STAGE=$name,SPADE_MERGE=$shards")
+  else
+    prev=$(sub "$name" --export="ALL,SPADE_STAGE=$name")
+  fi
+  summary+=("$name=$prev")
+done < <(spade-loop "$SPADE_CONFIG" --list-stages --round "$round" | jq -r '[.name, .shardable] | @tsv')
+echo "round $round: ${summary[*]}"

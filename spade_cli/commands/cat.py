@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated
 
 import typer
@@ -26,7 +27,10 @@ from ..recordio import RecordReader
 app = make_app(
     "Concatenate record files into one stream, optionally keeping one kind, one shard or "
     "the first N records. Converts between plain, gzip and zstd JSONL.\n\n"
-    "Example: spade-cat round-001/*.zst --kind candidate --limit 5 | jq .id"
+    "Example: spade-cat round-001/*.zst --kind candidate --limit 5 | jq .id\n\n"
+    "Merging the outputs of --shard jobs: spade-cat validated.shard-*.zst --order-like "
+    "candidates.zst -o validated.zst writes them in the order of the stage's input, as one "
+    "unsharded run would have."
 )
 
 
@@ -35,6 +39,10 @@ def cat(
     inputs: Inputs = None,
     output: Output = "-",
     kind: Annotated[str | None, typer.Option("--kind", help="Keep only records of this kind.")] = None,
+    order_like: Annotated[list[str] | None, typer.Option(
+        "--order-like", help="Reference record files (repeatable, read in order): write the "
+        "records in the order of the reference record each has as its id or first parent "
+        "(merges --shard outputs back into input order).")] = None,
     shard: Shard = None,
     limit: Limit = None,
     zstd: Zstd = False,
@@ -44,9 +52,29 @@ def cat(
 ) -> None:
     reader = RecordReader(inputs or ["-"])
     records = (r for r in reader if kind is None or r.get("kind") == kind)
+    if order_like:
+        records = iter(_in_order_of(order_like, records, reader))
     with open_output(output, zstd) as out:
         n = out.write_all(select(records, shard, limit))
     log.debug("wrote %d records", n)
+
+
+def _in_order_of(paths: list[str], records: Iterable[dict], reader: RecordReader) -> list[dict]:
+    """`records` sorted by the position of their own id, or else their first parent's,
+    in the reference files; stable, so a flat-map's outputs keep their order."""
+    position: dict[str, int] = {}
+    for rec in RecordReader(paths, required=("id",)):
+        position.setdefault(str(rec["id"]), len(position))
+    keyed = []
+    for rec in records:
+        key = position.get(str(rec.get("id")))
+        if key is None:
+            parents = rec.get("parents") or []
+            key = position.get(str(parents[0])) if parents else None
+        if key is None:
+            raise reader.error(f"record {rec.get('id')!r} is in no --order-like file (by id or parent)")
+        keyed.append((key, len(keyed), rec))
+    return [rec for *_, rec in sorted(keyed, key=lambda t: t[:2])]
 
 
 main = entry(app, "spade-cat")

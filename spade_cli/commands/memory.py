@@ -139,6 +139,22 @@ def replay(
 
 
 @app.command()
+def init(
+    memory: Annotated[str, typer.Argument(help="Memory file to create (written atomically).", show_default=False)],
+    library: Annotated[str | None, typer.Option(
+        "--library", help="Directory of example environments (default: the packaged library, "
+        "or $SPADE_ENV_LIBRARY).")] = None,
+    verbose: Verbose = 0,
+    quiet: Quiet = False,
+) -> None:
+    """Create a run's first memory from the example environment library (unplayed entries: replay ranks them first)."""
+    from ..envs.library import load_library
+
+    n = mem.save_memory(memory, mem.entries_from_library(load_library(library)))
+    log.info("memory %s: %d environments from the library", memory, n)
+
+
+@app.command()
 def pool(
     source: Annotated[str, typer.Argument(
         help="A directory of example environments (examples/envs), a memory file or a candidates file.",

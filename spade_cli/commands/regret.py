@@ -9,26 +9,22 @@ import typer
 
 from .. import memory
 from ..cli import (
-    Config,
     Inputs,
     Limit,
     Output,
-    Quiet,
     Shard,
-    Verbose,
     Zstd,
     entry,
     log,
     make_app,
     open_output,
     select,
+    stage_command,
 )
-from ..dedup import THRESHOLD
 from ..errors import UsageError
+from ..options import RegretSettings
 from ..recordio import RecordReader, atomic_write_bytes
 from ..regret import (
-    DEFAULT_INVALID_PENALTY,
-    ESTIMATORS,
     ScoreConfig,
     Scorer,
     merge_into_memory,
@@ -58,37 +54,14 @@ def parse_clip(text: str) -> tuple[float, float] | None:
     return lo, hi
 
 
-@app.command()
+@stage_command(app, settings=RegretSettings)
 def regret(
     inputs: Inputs = None,
     output: Output = "-",
-    estimator: Annotated[
-        str, typer.Option("--estimator", "-e", help=f"Regret estimator: {', '.join(ESTIMATORS)} (README).")
-    ] = "mean-gap",
-    invalid_penalty: Annotated[
-        float, typer.Option("--invalid-penalty", help="Designer reward of an invalid design.")
-    ] = DEFAULT_INVALID_PENALTY,
-    duplicate_penalty: Annotated[
-        float | None,
-        typer.Option("--duplicate-penalty", help="Designer reward of a duplicate [default: the invalid penalty]."),
-    ] = None,
-    clip: Annotated[
-        str, typer.Option("--clip", help="Clip the regret to LO,HI for the designer reward; `none` keeps it raw.")
-    ] = "0,1",
     memory_path: Annotated[
         str | None,
         typer.Option("--memory", help="Memory file to de-duplicate against and add accepted environments to "
                      "(created if missing; updated atomically under a lock)."),
-    ] = None,
-    dedup: Annotated[
-        bool, typer.Option("--dedup/--no-dedup", help="Reject duplicates of memory and of the batch.")
-    ] = True,
-    dedup_threshold: Annotated[
-        float, typer.Option("--dedup-threshold", min=0.0, max=1.0,
-                            help="Jaccard similarity of token shingles at which two environments are near-duplicates.")
-    ] = THRESHOLD,
-    min_regret: Annotated[
-        float | None, typer.Option("--min-regret", help="Accept into memory only environments with at least this regret.")
     ] = None,
     round_: Annotated[
         int | None, typer.Option("--round", min=0, help="Round number for memory entries [default: each candidate's round].")
@@ -100,15 +73,14 @@ def regret(
     shard: Shard = None,
     limit: Limit = None,
     zstd: Zstd = False,
-    config: Config = None,
-    verbose: Verbose = 0,
-    quiet: Quiet = False,
+    *,
+    settings: RegretSettings,
 ) -> None:
-    if estimator not in ESTIMATORS:
-        raise UsageError(f"--estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
     cfg = ScoreConfig(
-        estimator=estimator, invalid_penalty=invalid_penalty, duplicate_penalty=duplicate_penalty,
-        clip=parse_clip(clip), dedup=dedup, threshold=dedup_threshold, min_regret=min_regret, round=round_,
+        estimator=settings.estimator, invalid_penalty=settings.invalid_penalty,
+        duplicate_penalty=settings.duplicate_penalty, clip=parse_clip(settings.clip),
+        dedup=settings.dedup, threshold=settings.dedup_threshold, min_regret=settings.min_regret,
+        round=round_,
     )
     entries = memory.load_memory(memory_path)
     scorer = Scorer(cfg, entries)
@@ -122,12 +94,13 @@ def regret(
     if memory_path and not dry_run:
         seen = {e["id"] for e in entries}
         new = memory.update_memory(memory_path, lambda old: merge_into_memory(
-            old, scorer.accepted, scorer.replayed, seen, dedup_threshold if dedup else None))
+            old, scorer.accepted, scorer.replayed, seen,
+            settings.dedup_threshold if settings.dedup else None))
         log.info("memory %s: %d environments (%+d)", memory_path, len(new), len(new) - len(entries))
     summary = summarize(scorer.scored)
     if summary_json:
         atomic_write_bytes(summary_json, orjson.dumps(summary, option=orjson.OPT_INDENT_2) + b"\n")
-    for line in summary_lines(summary, estimator):
+    for line in summary_lines(summary, settings.estimator):
         log.info("%s", line)
 
 

@@ -9,14 +9,11 @@ from typing import Annotated
 import typer
 
 from ..cli import (
-    Config,
     Inputs,
     Limit,
     Output,
-    Quiet,
     Seed,
     Shard,
-    Verbose,
     Zstd,
     entry,
     log,
@@ -24,11 +21,13 @@ from ..cli import (
     open_output,
     progress,
     select,
+    stage_command,
 )
 from ..errors import UsageError
+from ..options import ValidateSettings
 from ..recordio import RecordReader, RecordWriter
 from ..records import REASONS
-from ..sandbox import SandboxPackages
+from ..sandbox.options import SandboxOptions
 
 app = make_app(
     "Validate candidate environments: extract the code of each design and run it, in the "
@@ -42,51 +41,30 @@ app = make_app(
 )
 
 
-@app.command()
+@stage_command(app, settings=ValidateSettings, sandbox=SandboxOptions)
 def validate(
     inputs: Inputs = None,
     output: Output = "-",
     rejects: Annotated[str | None, typer.Option(
         "--rejects", help="Also write the invalid candidates to this file.")] = None,
-    seeds: Annotated[int, typer.Option(
-        "--seeds", min=1, max=64, help="Reset seeds each environment is checked on.")] = 3,
-    workers: Annotated[int, typer.Option(
-        "--workers", "-j", min=1, help="Candidates validated concurrently (one sandboxed "
-        "worker each).")] = 2,
     memory: Annotated[str | None, typer.Option(
         "--memory", help="Environment memory file: designs with the same normalised code "
         "as a memory entry are duplicates.")] = None,
-    near: Annotated[float | None, typer.Option(
-        "--near", min=0.0, max=1.0, help="Also reject near-duplicates: shingle Jaccard "
-        "similarity at least this (e.g. 0.8). Default: exact duplicates only.")] = None,
-    call_timeout: Annotated[float, typer.Option(
-        "--call-timeout", min=0.1, help="Seconds one reset()/step() may take.")] = 5.0,
-    episode_timeout: Annotated[float, typer.Option(
-        "--episode-timeout", min=0.1, help="Seconds one episode may take.")] = 60.0,
-    memory_mb: Annotated[int, typer.Option(
-        "--memory-mb", min=192, help="Address-space limit of a worker in MiB.")] = 512,
-    sandbox_package: SandboxPackages = None,
-    unsafe_no_sandbox: Annotated[bool, typer.Option(
-        "--unsafe-no-sandbox",
-        help="Run designer code WITHOUT the bubblewrap sandbox (rlimits only). Dangerous: "
-             "only for trusted code or inside a disposable VM/container.")] = False,
     seed: Seed = 0,
     shard: Shard = None,
     limit: Limit = None,
     zstd: Zstd = False,
-    config: Config = None,
-    verbose: Verbose = 0,
-    quiet: Quiet = False,
+    *,
+    settings: ValidateSettings,
+    sandbox: SandboxOptions,
 ) -> None:
     from ..envs.validation import validate_records
-    from ..sandbox import EnvSession, SandboxConfig, check_sandbox
+    from ..sandbox import EnvSession, check_sandbox
 
     if rejects is not None and rejects == output and output != "-":
         raise UsageError("--rejects must differ from -o")
-    cfg = SandboxConfig(unsafe=unsafe_no_sandbox, call_timeout=call_timeout,
-                        episode_timeout=episode_timeout, memory_mb=memory_mb,
-                        packages=tuple(sandbox_package or ()))
-    if not unsafe_no_sandbox:
+    cfg = sandbox.config(episode_timeout=settings.episode_timeout)
+    if not sandbox.unsafe_no_sandbox:
         check_sandbox()  # a missing or broken bwrap is one clear error before any work
     mem = None
     if memory is not None:
@@ -98,7 +76,8 @@ def validate(
     verdicts = validate_records(
         progress(select(reader, shard, limit), "validate"),
         lambda code: EnvSession(code, cfg),
-        seeds=seeds, seed=seed, workers=workers, memory=mem, near=near, stats=stats)
+        seeds=settings.seeds, seed=seed, workers=settings.workers, memory=mem, near=settings.near,
+        stats=stats)
     with open_output(output, zstd) as out, \
             (RecordWriter(rejects) if rejects else nullcontext()) as rej:
         for rec in verdicts:

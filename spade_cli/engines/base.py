@@ -28,12 +28,17 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..settings import option
+
 
 @dataclass
 class Sampling:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 256
+    """How to sample; its first three fields are also the sampling options of every
+    generating command (each stage nests it with its own defaults: `settings.group`)."""
+
+    temperature: float = option(1.0, "--temperature", min=0.0, help="Sampling temperature (0 = greedy).")
+    top_p: float = option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling mass.")
+    max_tokens: int = option(256, "--max-tokens", min=1, help="Most tokens generated per completion (a design, an agent turn, a hint).")
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
 

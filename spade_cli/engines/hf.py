@@ -42,7 +42,7 @@ class HFEngine(Engine):
     name = "hf"
 
     def __init__(self, model: str, device: str | None = None, dtype: str | None = None,
-                 max_batch_size: int = 32, max_model_len: int | None = None,
+                 max_batch_size: int | None = None, max_model_len: int | None = None,
                  trust_remote_code: bool = False, **_ignored):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -71,7 +71,8 @@ class HFEngine(Engine):
                 log.debug("hf engine keeps sdpa attention: %s", first_line(e))
         self._n_layers: int | None = None  # of a plain full-attention KV cache; 0: another kind
         self.device = device
-        self.max_batch_size = max(1, int(max_batch_size))
+        # None: every sequence of a call in one generate (callers bound their batches).
+        self.max_batch_size = max(1, int(max_batch_size)) if max_batch_size else None
         self._lock = threading.Lock()
         ctx = max_model_len or getattr(lm.config, "max_position_embeddings", None)
         super().__init__(model, tokenizer, ctx)
@@ -100,8 +101,9 @@ class HFEngine(Engine):
             groups[s.key()].append(i)
         for idx in groups.values():
             idx.sort(key=lambda i: -len(prompts[i]))
-            for b in range(0, len(idx), self.max_batch_size):
-                chunk = idx[b : b + self.max_batch_size]
+            step = self.max_batch_size or len(idx)
+            for b in range(0, len(idx), step):
+                chunk = idx[b : b + step]
                 outs = self._generate_batch([list(prompts[i]) for i in chunk], [samplings[i] for i in chunk])
                 for i, g in zip(chunk, outs, strict=True):
                     results[i] = g

@@ -1,54 +1,55 @@
-"""Command-line options that choose and configure an engine, shared by every command
-that generates (spade-design, spade-rollout, spade-eval): declare them with these
-`Annotated` aliases and build the engine with `engine_from_options`."""
+"""The engine settings shared by every command that generates (spade-design,
+spade-rollout, spade-hint, spade-eval) and by the `[model]` table of a loop config:
+declared once here, built into an engine by `EngineOptions.load`."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import ClassVar
 
-import typer
+from ..settings import option
 
-Model = Annotated[
-    str, typer.Option("--model", "-m", help="Model directory (HF format) or hub name; for --engine "
-                      "openai, the served model name (or a local path that also gives the tokenizer).")
-]
-EngineName = Annotated[
-    str, typer.Option("--engine", help="auto (vllm when installed and a GPU is present, else hf), "
-                      "vllm, hf or openai.")
-]
-BaseUrl = Annotated[
-    str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://host:8000/v1 "
-                             "(--engine openai; API key from SPADE_API_KEY or OPENAI_API_KEY).")
-]
-Tokenizer = Annotated[
-    str | None, typer.Option("--tokenizer", help="Local tokenizer directory (--engine openai when "
-                             "--model is a served name).")
-]
-Api = Annotated[
-    str, typer.Option("--api", help="--engine openai: `completions` (token-id prompts, exact ids) or "
-                      "`chat` (messages; for servers that take no token prompts).")
-]
-TensorParallel = Annotated[
-    int, typer.Option("--tensor-parallel", "--tp", min=1, help="vLLM tensor-parallel size (GPUs per model).")
-]
-GpuMemory = Annotated[
-    float, typer.Option("--gpu-memory", min=0.05, max=1.0, help="vLLM: fraction of GPU memory to use.")
-]
-Device = Annotated[str, typer.Option("--device", help="hf: cpu, cuda, cuda:1 or auto.")]
-Dtype = Annotated[str, typer.Option("--dtype", help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16.")]
-MaxBatch = Annotated[int, typer.Option("--max-batch-size", min=1, help="hf: sequences per generate call.")]
-MaxModelLen = Annotated[
-    int | None, typer.Option("--max-model-len", min=16, help="Context window to use (default: the model's).")
-]
+ENGINES = ("auto", "hf", "vllm", "openai")
 
 
-def engine_from_options(model: str, engine: str = "auto", base_url: str | None = None,
-                        tokenizer: str | None = None, api: str = "completions", tensor_parallel: int = 1,
-                        gpu_memory: float = 0.85, device: str = "auto", dtype: str = "auto",
-                        max_batch_size: int = 32, max_model_len: int | None = None, seed: int = 0):
-    from . import load_engine
+@dataclass
+class EngineOptions:
+    TABLE: ClassVar[str] = "model"
 
-    opts = dict(base_url=base_url, tokenizer=tokenizer, api=api, tensor_parallel_size=tensor_parallel,
-                gpu_memory_utilization=gpu_memory, device=device, dtype=dtype,
-                max_batch_size=max_batch_size, max_model_len=max_model_len, seed=seed)
-    return load_engine(model, engine, **{k: v for k, v in opts.items() if v is not None})
+    path: str = option("", "--model", "-m", help="""Model directory (HF format) or hub name; for
+        --engine openai, the served model name (or a local path that also gives the
+        tokenizer). In a loop config, empty builds the tiny offline model into the run
+        directory; each later round uses the previous round's checkpoint.""")
+    engine: str = option("auto", "--engine", choices=ENGINES, help="""Generation engine: auto
+        (vllm when installed and a GPU is present, else hf), vllm, hf or openai.""")
+    base_url: str | None = option(None, "--base-url", help="""OpenAI-compatible endpoint, e.g.
+        http://host:8000/v1 (--engine openai; API key from SPADE_API_KEY or
+        OPENAI_API_KEY).""")
+    tokenizer: str | None = option(None, "--tokenizer", help="""Local tokenizer directory
+        (--engine openai when --model is a served name).""")
+    api: str = option("completions", "--api", choices=("completions", "chat"), help="""--engine
+        openai: `completions` (token-id prompts, exact ids) or `chat` (messages; for servers
+        that take no token prompts).""")
+    tensor_parallel: int = option(1, "--tensor-parallel", "--tp", min=1,
+                                  help="vLLM tensor-parallel size (GPUs per model).")
+    gpu_memory: float = option(0.85, "--gpu-memory", min=0.05, max=1.0,
+                               help="vLLM: fraction of GPU memory to use.")
+    device: str = option("auto", "--device", help="hf: cpu, cuda, cuda:1 or auto.")
+    dtype: str = option("auto", "--dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                        help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16.")
+    max_batch_size: int | None = option(None, "--max-batch-size", min=1, help="""hf: most
+        sequences per generate call (default: every sequence of the call, e.g. all episodes
+        in flight).""")
+    max_model_len: int | None = option(None, "--max-model-len", min=16,
+                                       help="Context window to use (default: the model's).")
+
+    def load(self, seed: int = 0, model: str | None = None):
+        """The engine these options describe (`model` overrides `path`)."""
+        from . import load_engine
+
+        opts = dict(base_url=self.base_url, tokenizer=self.tokenizer, api=self.api,
+                    tensor_parallel_size=self.tensor_parallel,
+                    gpu_memory_utilization=self.gpu_memory, device=self.device, dtype=self.dtype,
+                    max_batch_size=self.max_batch_size, max_model_len=self.max_model_len, seed=seed)
+        return load_engine(model or self.path, self.engine,
+                           **{k: v for k, v in opts.items() if v is not None})

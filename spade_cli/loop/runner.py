@@ -20,40 +20,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ..cli import log, progress_bar, verbosity_args
 from ..errors import SpadeError, UsageError
+from ..logs import log, progress_bar, verbosity_args
 from ..recordio import atomic_write_bytes
+from ..records import parse_shard
 from .config import LoopConfig, to_dict
+from .recipe import Stage, model_of, round_dir, round_stages, shell_line
 from .report import round_summary
-
-REPO = Path(__file__).resolve().parent.parent.parent
-LIBRARY = REPO / "examples" / "envs"
-
-
-def demo_corpus_path(run_dir: Path) -> Path:
-    """The bundled demo corpus, built offline into the run directory on first use."""
-    path = run_dir / "demo-corpus.jsonl.zst"
-    if not path.exists():
-        from ..corpus.demo import build_demo_corpus
-
-        log.info("building the demo corpus in %s", path)
-        build_demo_corpus(str(path))
-    return path
-
-
-@dataclass
-class Stage:
-    name: str
-    argv: list[str]
-    outputs: list[Path]
-    before: Callable[[], None] | None = None
-    env: dict[str, str] = field(default_factory=dict)
 
 
 def _die_with_parent() -> None:
@@ -68,35 +46,40 @@ def _die_with_parent() -> None:
 class Round:
     """The stages of round `r` and their bookkeeping in `round-NNN/manifest.json`."""
 
-    def __init__(self, cfg: LoopConfig, r: int, model: str):
-        self.cfg, self.r, self.model = cfg, r, model
-        self.dir = cfg.run_dir / f"round-{r:03d}"
+    def __init__(self, cfg: LoopConfig, r: int):
+        self.cfg, self.r = cfg, r
+        self.model = model_of(cfg, r)
+        self.dir = round_dir(cfg, r)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.manifest_path = self.dir / "manifest.json"
-        self.manifest: dict[str, Any] = {"round": r, "model": model, "stages": {}}
+        self.manifest: dict[str, Any] = {"round": r, "model": self.model, "stages": {}}
         if self.manifest_path.exists():
             old = orjson.loads(self.manifest_path.read_bytes())
-            if old.get("model") == model:
+            if old.get("model") == self.model:
                 self.manifest = old
 
     def path(self, name: str) -> Path:
         return self.dir / name
 
+    def stages(self) -> list[Stage]:
+        return round_stages(self.cfg, self.r)
+
     def done(self, stage: Stage) -> bool:
         info = self.manifest["stages"].get(stage.name)
         return bool(info and info.get("status") == "done" and all(p.exists() for p in stage.outputs))
 
-    def run(self, stage: Stage) -> float:
-        if self.done(stage):
+    def run(self, stage: Stage, shard: str | None = None) -> float:
+        if shard is None and self.done(stage):
             log.debug("round %d: %s already done", self.r, stage.name)
             return 0.0
-        if stage.before is not None:
-            stage.before()
-        cmd = [sys.executable, "-m", "spade_cli", *stage.argv, *verbosity_args()]
-        log.info("round %d: %s", self.r, " ".join(["spade-" + stage.argv[0], *stage.argv[1:]]))
+        if stage.copy is not None:
+            _copy_atomic(*stage.copy)
+        output = shard_output(stage, shard) if shard else None
+        argv = stage.argv(output=output, shard=shard)
+        cmd = [sys.executable, "-m", "spade_cli", *argv, *verbosity_args()]
+        log.info("round %d: %s", self.r, shell_line(argv))
         t = time.perf_counter()
-        proc = subprocess.run(cmd, preexec_fn=_die_with_parent, env={**os.environ, **stage.env},
-                              stdout=subprocess.DEVNULL)
+        proc = subprocess.run(cmd, preexec_fn=_die_with_parent, stdout=subprocess.DEVNULL)
         seconds = time.perf_counter() - t
         if proc.returncode != 0:
             err = SpadeError(
@@ -106,17 +89,52 @@ class Round:
             # The loop exits with the stage's own code (3 bad data, 4 missing resource...).
             err.exit_code = proc.returncode if proc.returncode > 0 else 1
             raise err
-        missing = [str(p) for p in stage.outputs if not p.exists()]
+        outputs = [Path(output)] if output else stage.outputs
+        missing = [str(p) for p in outputs if not p.exists()]
         if missing:
             raise SpadeError(f"round {self.r}: stage {stage.name} wrote no {', '.join(missing)}")
+        if shard is None:
+            self.mark_done(stage, seconds)
+        return seconds
+
+    def mark_done(self, stage: Stage, seconds: float) -> None:
+        # A fresh read: under Slurm, jobs of other stages may have written it meanwhile.
+        if self.manifest_path.exists():
+            old = orjson.loads(self.manifest_path.read_bytes())
+            if old.get("model") == self.model:
+                self.manifest["stages"] = {**old.get("stages", {}), **self.manifest["stages"]}
         self.manifest["stages"][stage.name] = {
             "status": "done",
             "seconds": round(seconds, 3),
-            "argv": ["spade-" + stage.argv[0], *stage.argv[1:]],
+            "argv": shell_line(stage.argv()),
             "outputs": [p.name for p in stage.outputs],
         }
         atomic_write_bytes(str(self.manifest_path), orjson.dumps(self.manifest, option=orjson.OPT_INDENT_2))
+
+    def merge(self, stage: Stage, shards: int) -> float:
+        """Join the outputs of a stage's --shard jobs, in the order of its inputs."""
+        t = time.perf_counter()
+        parts = [shard_output(stage, f"{i}/{shards}") for i in range(shards)]
+        missing = [p for p in parts if not Path(p).exists()]
+        if missing:
+            raise SpadeError(f"round {self.r}: {stage.name} shard outputs missing: {', '.join(missing)}")
+        argv = ["cat", *parts, *[a for p in stage.order_inputs for a in ("--order-like", p)],
+                "-o", str(stage.output)]
+        log.info("round %d: %s", self.r, shell_line(argv))
+        proc = subprocess.run([sys.executable, "-m", "spade_cli", *argv, *verbosity_args()],
+                              preexec_fn=_die_with_parent)
+        if proc.returncode != 0:
+            raise SpadeError(f"round {self.r}: merging the {stage.name} shards failed (exit {proc.returncode})")
+        seconds = time.perf_counter() - t
+        self.mark_done(stage, seconds)
         return seconds
+
+
+def shard_output(stage: Stage, shard: str) -> str:
+    i, n = shard.split("/")
+    out = stage.output
+    assert out is not None
+    return str(out.with_name(out.name.replace(".jsonl", f".shard-{i}-of-{n}.jsonl")))
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
@@ -141,7 +159,7 @@ class Loop:
             raise UsageError(f"{self.run_dir}: another spade-loop is running on this run") from None
         return fh
 
-    def _check_config(self) -> None:
+    def check_config(self) -> None:
         """A run directory belongs to one config: resuming with another is an error."""
         path = self.run_dir / "config.json"
         current = to_dict(self.cfg)
@@ -155,154 +173,18 @@ class Loop:
                 )
         atomic_write_bytes(str(path), orjson.dumps(current, option=orjson.OPT_INDENT_2))
 
-    def base_model(self) -> str:
-        if self.cfg.model.path:
-            return self.cfg.model.path
-        tiny = self.run_dir / "tiny-model"
-        if not (tiny / "config.json").exists():
-            log.info("building the tiny offline model in %s", tiny)
-            from ..tinymodel import build_tiny_model
-
-            build_tiny_model(str(tiny), seed=self.cfg.seed)
-        return str(tiny)
-
-    def initial_memory(self) -> Path | None:
-        """Round 1's memory: the example environment library, unless memory is off."""
-        if self.cfg.design.no_memory and self.cfg.rollout.replay == 0:
-            return None
-        path = self.run_dir / "memory-000.jsonl.zst"
-        if not path.exists():
-            from ..envs.library import load_library
-            from ..memory import entries_from_library, save_memory
-
-            save_memory(str(path), entries_from_library(load_library()))
-        return path
-
-    def sandbox_packages(self) -> list[str]:
-        packages = list(self.cfg.sandbox.packages)
-        if self.cfg.baseline.mode == "fixed-pool" and self.cfg.baseline.pool.startswith("reasoning-gym"):
-            packages.append("reasoning-gym")
-        return list(dict.fromkeys(packages))
-
-    # ------------------------------------------------------------------ stages
-
-    def stages(self, rnd: Round, memory_in: Path | None) -> list[Stage]:
-        cfg, r = self.cfg, rnd.r
-        seed = str(cfg.seed * 1000 + r)
-        model_args = ["--model", rnd.model, "--engine", cfg.model.engine]
-        if cfg.model.base_url:
-            model_args += ["--base-url", cfg.model.base_url]
-        if cfg.model.tensor_parallel > 1:
-            model_args += ["--tensor-parallel", str(cfg.model.tensor_parallel)]
-        sandbox = ["--unsafe-no-sandbox"] if cfg.sandbox.unsafe_no_sandbox else []
-        for package in self.sandbox_packages():
-            sandbox += ["--sandbox-package", package]
-        docs, cands = rnd.path("docs.jsonl.zst"), rnd.path("candidates.jsonl.zst")
-        validated, replay = rnd.path("validated.jsonl.zst"), rnd.path("replay.jsonl.zst")
-        rollouts, scored = rnd.path("rollouts.jsonl.zst"), rnd.path("scored.jsonl.zst")
-        memory_out = rnd.path("memory.jsonl.zst")
-        out: list[Stage] = []
-
-        if cfg.baseline.mode == "fixed-pool":
-            pool = str(LIBRARY) if cfg.baseline.pool == "library" else cfg.baseline.pool
-            if pool.startswith("reasoning-gym"):
-                # The task families as contract environments, then drawn like any pool.
-                source = rnd.path("pool-source.jsonl.zst")
-                out.append(Stage("pool-source", ["eval", "--emit-pool", "--suite", pool, "-o", str(source)],
-                                 [source]))
-                pool = str(source)
-            out.append(Stage("pool", ["memory", "pool", pool, "-n", str(cfg.baseline.pool_size),
-                                      "--round", str(r), "--seed", seed, "-o", str(cands)], [cands]))
-        else:
-            corpus = cfg.corpus.paths or [str(demo_corpus_path(self.run_dir))]
-            sample = ["sample-docs", *corpus, "-n", str(cfg.corpus.docs_per_round), "--seed", seed,
-                      "--text-field", cfg.corpus.text_field,
-                      "--excerpt-chars", str(cfg.corpus.excerpt_chars)]
-            if cfg.corpus.mix:
-                sample += ["--mix", cfg.corpus.mix]
-            out.append(Stage("sample-docs", [*sample, *cfg.corpus.extra_args, "-o", str(docs)], [docs]))
-            design = ["design", str(docs), *model_args, "--num-designs", str(cfg.design.designs_per_doc),
-                      "--max-tokens", str(cfg.design.max_tokens), "--temperature", str(cfg.design.temperature),
-                      "--top-p", str(cfg.design.top_p), "--round", str(r), "--seed", seed]
-            if cfg.design.no_doc:
-                design.append("--no-doc")
-            if cfg.design.no_memory or memory_in is None:
-                design.append("--no-memory")
-            else:
-                design += ["--memory", str(memory_in)]
-            out.append(Stage("design", [*design, *cfg.design.extra_args, "-o", str(cands)], [cands]))
-
-        out.append(Stage("validate", ["validate", str(cands), "--seeds", str(cfg.validate.seeds),
-                                      "--workers", str(cfg.validate.workers), *sandbox,
-                                      *cfg.validate.extra_args, "-o", str(validated)], [validated]))
-        rollout_inputs = [str(validated)]
-        if cfg.rollout.replay > 0 and memory_in is not None and cfg.baseline.mode == "spade":
-            out.append(Stage("replay", ["memory", "replay", str(memory_in), "-n", str(cfg.rollout.replay),
-                                        "--round", str(r), "--seed", seed, "-o", str(replay)], [replay]))
-            rollout_inputs += ["--replay", str(replay)]
-        out.append(Stage("rollout", ["rollout", *rollout_inputs, *model_args, "-k", str(cfg.rollout.episodes),
-                                     "--max-turns", str(cfg.rollout.max_turns),
-                                     "--max-tokens", str(cfg.rollout.max_tokens),
-                                     "--max-context", str(cfg.rollout.max_context),
-                                     "--temperature", str(cfg.rollout.temperature), "--seed", seed,
-                                     *sandbox, *cfg.rollout.extra_args, "-o", str(rollouts)], [rollouts]))
-
-        regret = ["regret", str(rollouts), "--estimator", cfg.regret.estimator,
-                  "--invalid-penalty", str(cfg.regret.invalid_penalty), "--round", str(r)]
-        before = None
-        if memory_in is not None:
-            regret += ["--memory", str(memory_out)]
-            # The stage owns a fresh copy of the previous memory, so a rerun after a kill
-            # in mid-stage starts again from the same memory.
-            before = lambda: _copy_atomic(memory_in, memory_out)  # noqa: E731
-        out.append(Stage("regret", [*regret, *cfg.regret.extra_args, "-o", str(scored)],
-                         [scored] + ([memory_out] if memory_in is not None else []), before=before))
-
-        if cfg.train.enabled:
-            ckpt, ckpt_rec = rnd.path("checkpoint"), rnd.path("checkpoint.jsonl")
-            train = ["train", str(scored), "--model", rnd.model, "--output-dir", str(ckpt),
-                     "--role", cfg.train.role if cfg.baseline.mode == "spade" else "agent",
-                     "--lr", str(cfg.train.learning_rate), "--epochs", str(cfg.train.epochs),
-                     "--per-device-batch-size", str(cfg.train.batch_size), "--seed", seed,
-                     "--metrics", str(rnd.path("train-metrics.jsonl")), "--if-empty", "keep"]
-            if cfg.train.num_processes > 1:
-                train += ["--num-processes", str(cfg.train.num_processes)]
-            if cfg.train.lora_r > 0:
-                train += ["--lora-r", str(cfg.train.lora_r)]
-            out.append(Stage("train", [*train, *cfg.train.extra_args, "-o", str(ckpt_rec)], [ckpt_rec]))
-
-        if cfg.eval.suites:
-            evals = rnd.path("eval.jsonl.zst")
-            model = str(rnd.path("checkpoint")) if cfg.train.enabled else rnd.model
-            # The same items every round, so checkpoints are comparable.
-            argv = ["eval", "--model", model, "--engine", cfg.model.engine, "--num-items", str(cfg.eval.items),
-                    "--seed", str(cfg.seed)]
-            for s in cfg.eval.suites:
-                argv += ["--suite", s]
-            out.append(Stage("eval", [*argv, *cfg.eval.extra_args, "-o", str(evals)], [evals]))
-        return out
-
     # ------------------------------------------------------------------ driver
-
-    def next_model(self, rnd: Round) -> str:
-        """The checkpoint of round r is the model of round r+1."""
-        if not self.cfg.train.enabled:
-            return rnd.model
-        rec = orjson.loads(rnd.path("checkpoint.jsonl").read_bytes().splitlines()[0])
-        return str(rec.get("path") or rnd.path("checkpoint"))
 
     def run(self, on_round: Callable[[Round, dict], None] | None = None) -> list[dict]:
         lock = self._lock()
         try:
-            self._check_config()
-            model = self.base_model()
-            memory_in = self.initial_memory()
+            self.check_config()
             summaries = []
-            per_round = len(self.stages(Round(self.cfg, 1, model), memory_in))
-            bar = progress_bar("spade-loop", total=per_round * self.cfg.rounds, unit="stage")
+            bar = progress_bar("spade-loop", total=None, unit="stage")
             for r in range(1, self.cfg.rounds + 1):
-                rnd = Round(self.cfg, r, model)
-                for stage in self.stages(rnd, memory_in):
+                rnd = Round(self.cfg, r)
+                stages = rnd.stages()
+                for stage in stages:
                     bar.set_description(f"round {r}/{self.cfg.rounds} {stage.name}")
                     rnd.run(stage)
                     bar.update(1)
@@ -310,10 +192,31 @@ class Loop:
                 summaries.append(summary)
                 if on_round:
                     on_round(rnd, summary)
-                if (rnd.path("memory.jsonl.zst")).exists():
-                    memory_in = rnd.path("memory.jsonl.zst")
-                model = self.next_model(rnd)
             bar.close()
             return summaries
         finally:
             lock.close()
+
+
+def run_stage(cfg: LoopConfig, r: int, name: str, shard: str | None = None,
+              merge: int | None = None) -> None:
+    """One stage of round r on its own (a Slurm job): the whole stage, one shard of a map
+    stage, or the merge of its shards. Its inputs are the earlier stages' outputs."""
+    rnd = Round(cfg, r)
+    stages = {s.name: s for s in rnd.stages()}
+    if name not in stages:
+        raise UsageError(f"round {r} has no stage {name!r}; it has {', '.join(stages)}")
+    stage = stages[name]
+    if (shard or merge) and not stage.shardable:
+        raise UsageError(f"stage {name} is not a map stage; it cannot be sharded")
+    if shard and merge:
+        raise UsageError("--shard and --merge exclude each other")
+    if r == 1 and name == next(iter(stages)):
+        Loop(cfg).check_config()
+    if merge:
+        rnd.merge(stage, merge)
+    else:
+        parse_shard(shard)
+        rnd.run(stage, shard=shard)
+    if name == list(stages)[-1] or (name == "regret" and "train" not in stages):
+        round_summary(cfg, rnd)

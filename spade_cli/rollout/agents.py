@@ -14,9 +14,9 @@ import json
 import tomllib
 from pathlib import Path
 
-from ..cli import read_toml
 from ..errors import UsageError
 from ..records import seed_for
+from ..settings import read_toml
 from .trajectory import ChatFormat, NoTokens, tool_call_message
 
 PROMPT_KEYS = ("system", "text_rules", "tool_rules", "hint")

@@ -6,7 +6,7 @@
 - launch.py:  `accelerate launch` of one worker per process (multi-GPU / multi-node / CPU gloo)
 """
 
-from .config import TrainConfig
+from .config import TrainJob
 from .samples import ROLES, BuildStats, Sample, mix_groups, read_groups
 
-__all__ = ["ROLES", "BuildStats", "Sample", "TrainConfig", "mix_groups", "read_groups"]
+__all__ = ["ROLES", "BuildStats", "Sample", "TrainJob", "mix_groups", "read_groups"]

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import timing
-from ..cli import log
 from ..errors import DataError, ResourceError, UsageError
-from .config import LOSS_TYPES, TrainConfig
+from ..logs import log
+from .config import LOSS_TYPES, TrainJob
 from .rollout import StoredRollouts, quiet_padding_warning, stored_reward
 from .samples import BuildStats, Sample, mix_groups, read_groups
 
@@ -43,7 +43,7 @@ def model_kind(path: str) -> str:
     return kind
 
 
-def load_groups(cfg: TrainConfig) -> tuple[list[list[Sample]], BuildStats]:
+def load_groups(cfg: TrainJob) -> tuple[list[list[Sample]], BuildStats]:
     groups, stats = read_groups(cfg.inputs, cfg.role, cfg.include_hinted,
                                 cfg.max_prompt_length, cfg.max_completion_length)
     groups = mix_groups(groups, cfg.designer_fraction, cfg.seed)
@@ -55,7 +55,7 @@ def load_groups(cfg: TrainConfig) -> tuple[list[list[Sample]], BuildStats]:
     return groups, stats
 
 
-def check_config(cfg: TrainConfig) -> None:
+def check_config(cfg: TrainJob) -> None:
     if cfg.loss_type not in LOSS_TYPES:
         raise UsageError(f"--loss-type must be one of {', '.join(LOSS_TYPES)}")
     if cfg.scale_rewards not in ("group", "batch", "none"):
@@ -79,7 +79,7 @@ def check_config(cfg: TrainConfig) -> None:
             raise UsageError(f"{cfg.ref_model}: the reference model must be a full HF model")
 
 
-def plan_batches(cfg: TrainConfig, groups: list[list[Sample]], num_processes: int) -> dict[str, int]:
+def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) -> dict[str, int]:
     """Group size G, per-device batch, generation batch and optimizer steps, or a clear error.
 
     TRL needs every generation batch (the rows whose rewards are normalised together) to
@@ -260,7 +260,7 @@ def _finite(v: Any) -> Any:
 # --------------------------------------------------------------------------- model
 
 
-def _use_bf16(cfg: TrainConfig) -> bool:
+def _use_bf16(cfg: TrainJob) -> bool:
     import torch
 
     if cfg.bf16 is not None:
@@ -270,7 +270,7 @@ def _use_bf16(cfg: TrainConfig) -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-def load_policy(cfg: TrainConfig, bf16: bool) -> tuple[Any, Any, str]:
+def load_policy(cfg: TrainJob, bf16: bool) -> tuple[Any, Any, str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -297,7 +297,7 @@ def load_policy(cfg: TrainConfig, bf16: bool) -> tuple[Any, Any, str]:
 # --------------------------------------------------------------------------- the run
 
 
-def build_trainer(cfg: TrainConfig, groups: list[list[Sample]], work_dir: str) -> tuple[Any, dict, str]:
+def build_trainer(cfg: TrainJob, groups: list[list[Sample]], work_dir: str) -> tuple[Any, dict, str]:
     """A ready GRPOTrainer over stored samples (not yet trained), the batch plan, and the
     kind of starting checkpoint ('full' or 'adapter')."""
     import torch
@@ -391,7 +391,7 @@ def build_trainer(cfg: TrainConfig, groups: list[list[Sample]], work_dir: str) -
     return trainer, plan, kind
 
 
-def run(cfg: TrainConfig) -> dict[str, Any] | None:
+def run(cfg: TrainJob) -> dict[str, Any] | None:
     """Train one round. Every process calls this; the main process returns the result
     (checkpoint path, steps, stats), the others None."""
     import torch

@@ -24,10 +24,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from ..errors import ResourceError, SpadeError
-from .config import TrainConfig
+from .config import TrainJob
 
 
 def free_port() -> int:
@@ -69,13 +68,15 @@ def launch_command(
     return cmd
 
 
-def launch(cfg: TrainConfig, num_processes: int, **opts: Any) -> dict | None:
+def launch(cfg: TrainJob) -> dict | None:
     """Run the workers and return the main worker's result (None on machines of rank > 0)."""
     with tempfile.TemporaryDirectory(prefix="spade-train-") as tmp:
         settings = os.path.join(tmp, "settings.json")
         result = os.path.join(tmp, "result.json")
         cfg.save(settings)
-        cmd = launch_command(settings, result, num_processes, **opts)
+        cmd = launch_command(settings, result, cfg.num_processes, cfg.accelerate_config,
+                             cfg.num_machines, cfg.machine_rank, cfg.main_process_ip,
+                             cfg.main_process_port)
         env = {**os.environ, "SPADE_TRAIN_WORKER": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
         proc = subprocess.run(cmd, stdout=sys.stderr, env=env)
         res = json.loads(Path(result).read_text()) if os.path.exists(result) else None
@@ -85,7 +86,7 @@ def launch(cfg: TrainConfig, num_processes: int, **opts: Any) -> dict | None:
             raise err
         if proc.returncode != 0:
             raise ResourceError(f"training processes failed (accelerate exit {proc.returncode}); see messages above")
-        if res is None and opts.get("machine_rank", 0) == 0:
+        if res is None and cfg.machine_rank == 0:
             raise SpadeError("training finished without a result from the main process")
         return res
 
@@ -93,8 +94,8 @@ def launch(cfg: TrainConfig, num_processes: int, **opts: Any) -> dict | None:
 def main(argv: list[str]) -> int:
     """One worker process under `accelerate launch`."""
     settings, result = argv
-    cfg = TrainConfig.load(settings)
-    from ..cli import setup_logging
+    cfg = TrainJob.load(settings)
+    from ..logs import setup_logging
 
     setup_logging("spade-train")
     from .grpo import run

@@ -1,0 +1,242 @@
+"""The round recipe: the stages of round r as data, the one place it is written.
+
+`round_stages(cfg, r)` lists the commands of a round with their inputs, flags and
+outputs. `spade-loop` runs them (runner.py), `spade-loop --print-commands` prints them
+as a shell script or a pipe (`bin/spade-round` runs that), and the Slurm driver submits
+them as jobs (`spade-loop --stage NAME`, shards for the map stages). Each stage's flags
+come from its settings (`settings.to_argv`), so no flag is written here twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import settings as st
+from .config import LoopConfig
+
+
+class Shell(str):
+    """An argument printed as shell text, unquoted (a substitution the loop resolves
+    itself before running)."""
+
+
+@dataclass
+class Stage:
+    name: str
+    cmd: str
+    """The spade command without its `spade-` prefix."""
+    inputs: list[str] = field(default_factory=list)
+    """Positional record inputs."""
+    args: list[str] = field(default_factory=list)
+    output: Path | None = None
+    """Written with -o."""
+    outputs: list[Path] = field(default_factory=list)
+    """Everything the stage leaves behind (output first); a stage is done when all exist."""
+    copy: tuple[Path, Path] | None = None
+    """Copied before the stage runs (the memory the regret stage updates in place)."""
+    shardable: bool = False
+    """A map stage: may run as --shard i/n jobs whose outputs `spade-cat --order-like`
+    merges in the order of `order_inputs`."""
+    order_inputs: list[str] = field(default_factory=list)
+    keep: bool = False
+    """Its output stays a file even in a pipe (the round's summary reads it)."""
+
+    def argv(self, inputs: list[str] | None = None, output: str | None = None,
+             shard: str | None = None) -> list[str]:
+        """The command line (without `spade-`), e.g. with other inputs for a pipe or
+        another output for a shard."""
+        out = output if output is not None else (str(self.output) if self.output else None)
+        argv = [self.cmd, *(self.inputs if inputs is None else inputs), *self.args]
+        if shard is not None:
+            argv += ["--shard", shard]
+        return argv + (["-o", out] if out is not None else [])
+
+
+def round_dir(cfg: LoopConfig, r: int) -> Path:
+    return cfg.run_dir / f"round-{r:03d}"
+
+
+def uses_memory(cfg: LoopConfig) -> bool:
+    return not (cfg.design.no_memory and cfg.rollout.replay == 0)
+
+
+def first_memory(cfg: LoopConfig) -> Path:
+    return cfg.run_dir / "memory-000.jsonl.zst"
+
+
+def memory_in(cfg: LoopConfig, r: int) -> Path | None:
+    """The memory round r reads: the example library at first, then each round's update."""
+    if not uses_memory(cfg):
+        return None
+    return first_memory(cfg) if r == 1 else round_dir(cfg, r - 1) / "memory.jsonl.zst"
+
+
+def base_model(cfg: LoopConfig) -> str:
+    return cfg.model.path or str(cfg.run_dir / "tiny-model")
+
+
+def model_of(cfg: LoopConfig, r: int) -> str:
+    """The model of round r: the checkpoint round r-1's train stage recorded (its path is
+    the unchanged model when that round had nothing to learn from)."""
+    if r == 1 or not cfg.train.enabled:
+        return base_model(cfg)
+    rec = round_dir(cfg, r - 1) / "checkpoint.jsonl"
+    if rec.exists():
+        import orjson
+
+        return str(orjson.loads(rec.read_bytes().splitlines()[0]).get("path"))
+    return Shell(f'"$(jq -r .path {shlex.quote(str(rec))})"')
+
+
+def sandbox_packages(cfg: LoopConfig) -> list[str]:
+    packages = list(cfg.sandbox.packages)
+    if cfg.baseline.mode == "fixed-pool" and cfg.baseline.pool.startswith("reasoning-gym"):
+        packages.append("reasoning-gym")
+    return list(dict.fromkeys(packages))
+
+
+def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
+    d = round_dir(cfg, r)
+    seed = str(cfg.seed * 1000 + r)
+    model = model_of(cfg, r)
+    engine = [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", model]
+    sandbox = st.to_argv(dataclasses.replace(cfg.sandbox, packages=sandbox_packages(cfg)))
+    extra = cfg.extra_args.get
+    mem = memory_in(cfg, r)
+    docs, cands = d / "docs.jsonl.zst", d / "candidates.jsonl.zst"
+    validated, replay = d / "validated.jsonl.zst", d / "replay.jsonl.zst"
+    rollouts, scored, memory_out = d / "rollouts.jsonl.zst", d / "scored.jsonl.zst", d / "memory.jsonl.zst"
+    out: list[Stage] = []
+
+    if r == 1 and not cfg.model.path:
+        tiny = Path(base_model(cfg))
+        out.append(Stage("init-model", "init-model", [str(tiny)], ["--seed", str(cfg.seed), "--force"],
+                         outputs=[tiny / "config.json"]))
+    if r == 1 and mem is not None:
+        out.append(Stage("memory-init", "memory", ["init", str(mem)], outputs=[mem]))
+
+    rollout_order = [str(validated)]
+    replay_args: list[str] = []
+    if cfg.rollout.replay > 0 and mem is not None and cfg.baseline.mode == "spade":
+        # Environments from memory for the agent; only the memory comes before it.
+        out.append(Stage("replay", "memory", ["replay", str(mem)],
+                         ["-n", str(cfg.rollout.replay), "--round", str(r), "--seed", seed],
+                         replay, [replay]))
+        replay_args = ["--replay", str(replay)]
+        rollout_order.append(str(replay))
+
+    if cfg.baseline.mode == "fixed-pool":
+        from ..envs.library import library_dir
+
+        pool = str(library_dir()) if cfg.baseline.pool == "library" else cfg.baseline.pool
+        if pool.startswith("reasoning-gym"):
+            # The task families as contract environments, then drawn like any pool.
+            source = d / "pool-source.jsonl.zst"
+            out.append(Stage("pool-source", "eval", [], ["--emit-pool", "--suite", pool],
+                             source, [source]))
+            pool = str(source)
+        out.append(Stage("pool", "memory", ["pool", pool], ["-n", str(cfg.baseline.pool_size),
+                                                           "--round", str(r), "--seed", seed],
+                         cands, [cands]))
+    else:
+        corpus = cfg.corpus.paths
+        if not corpus:
+            demo = cfg.run_dir / "demo-corpus.jsonl.zst"
+            corpus = [str(demo)]
+            if r == 1:
+                out.append(Stage("demo-corpus", "sample-docs", [], ["--build-demo-corpus", str(demo)],
+                                 outputs=[demo]))
+        out.append(Stage("sample-docs", "sample-docs", list(corpus),
+                         [*st.to_argv(cfg.corpus), "--seed", seed, *extra("corpus", [])],
+                         docs, [docs]))
+        memory_args = ["--memory", str(mem)] if mem is not None and not cfg.design.no_memory else []
+        out.append(Stage("design", "design", [str(docs)],
+                         [*engine, *st.to_argv(cfg.design), *memory_args, "--round", str(r),
+                          "--seed", seed, *extra("design", [])],
+                         cands, [cands], shardable=True, order_inputs=[str(docs)]))
+
+    out.append(Stage("validate", "validate", [str(cands)],
+                     [*st.to_argv(cfg.validate), *sandbox, "--seed", seed, *extra("validate", [])],
+                     validated, [validated], shardable=True, order_inputs=[str(cands)]))
+    out.append(Stage("rollout", "rollout", [str(validated)],
+                     [*replay_args, *engine, *st.to_argv(cfg.rollout), *sandbox, "--seed", seed,
+                      *extra("rollout", [])],
+                     rollouts, [rollouts], shardable=True, order_inputs=rollout_order))
+
+    regret_args = [*st.to_argv(cfg.regret), "--round", str(r)]
+    if mem is not None:
+        regret_args += ["--memory", str(memory_out)]
+    # The stage owns a fresh copy of the previous memory, so a rerun after a kill in
+    # mid-stage starts again from the same memory.
+    out.append(Stage("regret", "regret", [str(rollouts)], [*regret_args, *extra("regret", [])],
+                     scored, [scored] + ([memory_out] if mem is not None else []),
+                     copy=(mem, memory_out) if mem is not None else None, keep=True))
+
+    if cfg.train.enabled:
+        ckpt, ckpt_rec = d / "checkpoint", d / "checkpoint.jsonl"
+        train = cfg.train
+        if cfg.baseline.mode != "spade":
+            train = dataclasses.replace(train, role="agent")
+        out.append(Stage("train", "train", [str(scored)],
+                         ["--model", model, "--output-dir", str(ckpt), *st.to_argv(train),
+                          "--seed", seed, "--metrics", str(d / "train-metrics.jsonl"),
+                          *extra("train", [])],
+                         ckpt_rec, [ckpt_rec]))
+
+    if cfg.eval.suites:
+        evals = d / "eval.jsonl.zst"
+        eval_model = model_of(cfg, r + 1) if cfg.train.enabled else model
+        # The same items every round (the master seed), so checkpoints are comparable.
+        out.append(Stage("eval", "eval", [],
+                         [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", eval_model,
+                          *st.to_argv(cfg.eval), "--seed", str(cfg.seed), *extra("eval", [])],
+                         evals, [evals]))
+    return out
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def _quote(arg: str) -> str:
+    return arg if isinstance(arg, Shell) else shlex.quote(arg)
+
+
+def shell_line(argv: list[str]) -> str:
+    return " ".join(["spade-" + argv[0], *(_quote(a) for a in argv[1:])])
+
+
+def as_script(cfg: LoopConfig, r: int, pipe: bool = False) -> str:
+    """Round r as a bash script. With `pipe`, a stage whose only input is the previous
+    stage's output, which nothing else reads, reads it from the pipe (`-`)."""
+    stages = round_stages(cfg, r)
+    lines = ["#!/usr/bin/env bash", f"# Round {r} of run {cfg.name!r}, as spade-loop runs it.",
+             "set -euo pipefail", f"mkdir -p {shlex.quote(str(round_dir(cfg, r)))}"]
+    i = 0
+    while i < len(stages):
+        chain = [stages[i]]
+        while pipe and i + 1 < len(stages) and _pipes_into(chain[-1], stages[i + 1], stages[i + 2:]):
+            i += 1
+            chain.append(stages[i])
+        for s in chain:
+            if s.copy is not None:
+                lines.append(f"cp {shlex.quote(str(s.copy[0]))} {shlex.quote(str(s.copy[1]))}")
+        parts = []
+        for j, s in enumerate(chain):
+            argv = s.argv(inputs=["-"] if j > 0 else None,
+                          output="-" if j < len(chain) - 1 else None)
+            if j < len(chain) - 1:
+                argv = argv[:-2]  # stdout
+            parts.append(shell_line(argv))
+        lines.append(" \\\n  | ".join(parts))
+        i += 1
+    return "\n".join(lines) + "\n"
+
+
+def _pipes_into(a: Stage, b: Stage, later: list[Stage]) -> bool:
+    if a.output is None or a.keep or b.inputs != [str(a.output)]:
+        return False
+    path = str(a.output)
+    return not any(path in s.inputs or path in s.args for s in later)

@@ -1,0 +1,229 @@
+"""Every stage's settings, declared once (see `settings.py` for what a declaration gives).
+
+Each class is one stage: its fields are the options of that stage's command and the
+keys of its table in a loop config (`TABLE`). Fields marked `cli=False` exist only in
+the loop's config (they shape the round, not the command). Run-time arguments that the
+loop sets per round (inputs, outputs, --seed, --round, --memory, --shard) are not
+settings: each command declares those itself. Shared groups live with their packages:
+`engines.options.EngineOptions` (`[model]`), `engines.Sampling` (nested in each
+generating stage with its own defaults), `sandbox.options.SandboxOptions` (`[sandbox]`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .engines.base import Sampling
+from .settings import group, option
+
+ESTIMATORS = ("mean-gap", "max-gap", "learnability")
+LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+
+
+@dataclass
+class SampleDocsSettings:
+    TABLE: ClassVar[str] = "corpus"
+
+    paths: list[str] = option(None, factory=list, cli=False, help="""Corpus files, globs or
+        directories (the command's arguments). Empty: the bundled demo corpus.""")
+    docs_per_round: int = option(100, "-n", "--num", min=0, help="""How many documents to
+        sample (split across --mix pools); in a loop, per round (one GRPO group of designs
+        each).""")
+    text_field: str = option("text", "--text-field", help="""JSON key or Parquet column of the
+        text; `a.b` for nested JSON.""")
+    id_field: str | None = option(None, "--id-field", help="""JSON key or Parquet column of the
+        corpus's own document id, kept as source.id.""")
+    format: str = option("auto", "--format", choices=("auto", "jsonl", "parquet", "text"),
+                         help="Input format: auto (by file name), jsonl, parquet or text.")
+    mix: str | None = option(None, "--mix", help="""Weights of labelled inputs, e.g.
+        web=0.7,code=0.3: the share of -n each pool gets.""")
+    min_chars: int = option(0, "--min-chars", min=0, help="Skip documents shorter than this.")
+    max_chars: int | None = option(None, "--max-chars", min=1,
+                                   help="Skip documents longer than this.")
+    excerpt_chars: int = option(4000, "--excerpt-chars", min=0, help="""Cut longer documents to
+        a window of at most this many characters (0: keep whole).""")
+    excerpt_at: str = option("random", "--excerpt-at", choices=("random", "start"),
+                             help="Where a window starts: random (seeded per document) or start.")
+    skip_bad: bool = option(False, "--skip-bad", help="""Count and skip bad lines instead of
+        failing; a summary goes to stderr.""")
+    jobs: int | None = option(None, "-j", "--jobs", min=1, help="""Processes reading files in
+        parallel (default: one per core).""")
+
+
+@dataclass
+class DesignSettings:
+    TABLE: ClassVar[str] = "design"
+
+    designs_per_doc: int = option(4, "--num-designs", "-G", min=1, help="""G: designs sampled
+        per document, the designer's GRPO group.""")
+    sampling: Sampling = group(Sampling, max_tokens=2048)
+    no_doc: bool = option(False, "--no-doc", help="Ablation: design without the grounding document.")
+    no_memory: bool = option(False, "--no-memory", help="Ablation: no exemplars, no listing.")
+    exemplars: int = option(2, "--exemplars", "-k", min=0, help="Exemplars shown in full in the prompt.")
+    listing_limit: int = option(50, "--listing", min=0, help="Most environments named in the listing.")
+    doc_tokens: int = option(1024, "--doc-tokens", min=16, help="Token budget of the document excerpt.")
+    max_prompt_tokens: int | None = option(None, "--max-prompt-tokens", min=64, help="""Budget of
+        the whole prompt (default: context minus --max-tokens).""")
+    prompt: str | None = option(None, "--prompt", help="""Prompt template file replacing the
+        packaged one (README "spade-design").""")
+    batch_docs: int = option(8, "--batch-docs", min=1, help="""Documents whose designs are
+        generated in one engine call.""")
+
+
+@dataclass
+class ValidateSettings:
+    TABLE: ClassVar[str] = "validate"
+
+    seeds: int = option(3, "--seeds", min=1, max=64, help="Reset seeds each environment is checked on.")
+    workers: int = option(2, "--workers", "-j", min=1, help="""Candidates validated concurrently
+        (one sandboxed worker each).""")
+    near: float | None = option(None, "--near", min=0.0, max=1.0, help="""Also reject
+        near-duplicates: shingle Jaccard similarity at least this (e.g. 0.8). Default: exact
+        duplicates only.""")
+    episode_timeout: float = option(60.0, "--episode-timeout", min=0.1,
+                                    help="Wall seconds one validation episode may take.")
+
+
+@dataclass
+class RolloutSettings:
+    TABLE: ClassVar[str] = "rollout"
+
+    episodes: int = option(4, "-k", "--episodes", min=1, help="""K: episodes per condition (no
+        hint, hint) per environment.""")
+    agent: str = option("model", "--agent", choices=("model", "replay"), help="""`model` (sample
+        from --model) or `replay` (play each episode's info['solution']; --model then only
+        lends its tokenizer and chat template).""")
+    sampling: Sampling = group(Sampling, max_tokens=256)
+    max_turns: int | None = option(None, "--max-turns", min=1, help="""Cap on each environment's
+        own max_turns (default: the environment's).""")
+    max_context: int | None = option(None, "--max-context", min=16, help="""Token budget of one
+        episode, prompt and all turns (default: the model's context window). An episode that
+        would exceed it stops with 'context'.""")
+    episode_timeout: float = option(300.0, "--episode-timeout", min=0.1, help="""Wall seconds per
+        episode from its reset; then it stops with 'timeout'.""")
+    batch_size: int = option(64, "--batch-size", min=1, help="""Episodes in flight, generated for
+        together each turn.""")
+    workers: int = option(8, "--workers", "-j", min=1,
+                          help="Threads starting and stepping sandboxed environments.")
+    prompt: str | None = option(None, "--prompt", help="""TOML file overriding keys of the agent
+        prompt (spade_cli/prompts/agent.toml).""")
+    replay: int = option(2, cli=False, help="""Environments replayed from memory into each
+        round's agent episodes (spade-memory replay -n).""")
+
+
+@dataclass
+class RegretSettings:
+    TABLE: ClassVar[str] = "regret"
+
+    estimator: str = option("mean-gap", "--estimator", "-e", choices=ESTIMATORS,
+                            help='Regret estimator (README "spade-regret").')
+    invalid_penalty: float = option(-1.0, "--invalid-penalty", help="Designer reward of an invalid design.")
+    duplicate_penalty: float | None = option(None, "--duplicate-penalty", help="""Designer reward
+        of a duplicate (default: the invalid penalty).""")
+    clip: str = option("0,1", "--clip", help="""Clip the regret to LO,HI for the designer reward;
+        `none` keeps it raw.""")
+    dedup: bool = option(True, "--dedup/--no-dedup", help="Reject duplicates of memory and of the batch.")
+    dedup_threshold: float = option(0.8, "--dedup-threshold", min=0.0, max=1.0, help="""Jaccard
+        similarity of token shingles at which two environments are near-duplicates.""")
+    min_regret: float | None = option(None, "--min-regret", help="""Accept into memory only
+        environments with at least this regret.""")
+
+
+@dataclass
+class TrainSettings:
+    TABLE: ClassVar[str] = "train"
+
+    enabled: bool = option(True, cli=False, help="""Train at the end of each round; false
+        evaluates a fixed model.""")
+    role: str = option("both", "--role", choices=("designer", "agent", "both"),
+                       help="Which role's samples to train on.")
+    designer_fraction: float | None = option(None, "--designer-fraction", min=0.0, max=1.0,
+                                             help="""With --role both: share of designer groups
+        among all groups; the more plentiful role is subsampled. Default: every group.""")
+    include_hinted: bool = option(False, "--include-hinted", help="""Also train the agent on
+        hinted episodes (own groups).""")
+    group_size: int | None = option(None, "--group-size", min=1, help="""GRPO group size G
+        (default: the largest group; smaller ones are padded with loss-free rows).""")
+    loss_type: str = option("dapo", "--loss-type", choices=LOSS_TYPES, help="TRL loss.")
+    beta: float = option(0.0, "--beta", min=0.0, help="""KL coefficient against the reference
+        model (0 = no reference model).""")
+    ref_model: str | None = option(None, "--ref-model", help="""Reference model for the KL term
+        (default: the starting checkpoint).""")
+    epsilon: float = option(0.2, "--epsilon", min=0.0, help="""Clipping range of the policy ratio
+        (low side; high side too unless --epsilon-high).""")
+    epsilon_high: float | None = option(None, "--epsilon-high", min=0.0,
+                                        help="Upper clipping range (DAPO suggests 0.28).")
+    scale_rewards: str = option("group", "--scale-rewards", choices=("group", "batch", "none"),
+                                help="Advantage scaling.")
+    learning_rate: float = option(1e-6, "--lr", "--learning-rate", min=0.0, help="Learning rate.")
+    lr_scheduler: str = option("constant", "--lr-scheduler", help="transformers scheduler name.")
+    warmup_ratio: float = option(0.0, "--warmup-ratio", min=0.0, max=1.0,
+                                 help="Share of steps spent warming up the learning rate.")
+    weight_decay: float = option(0.0, "--weight-decay", min=0.0, help="AdamW weight decay.")
+    max_grad_norm: float = option(1.0, "--max-grad-norm", min=0.0, help="Gradient clipping.")
+    temperature: float = option(1.0, "--temperature", min=0.01, help="""Policy temperature in the
+        loss; match the round's sampling temperature.""")
+    off_policy_mask_threshold: float | None = option(None, "--off-policy-mask-threshold",
+                                                     min=0.0, help="""TRL's off-policy sequence
+        mask against the stored logprobs (nats; default off).""")
+    epochs: int = option(1, "--epochs", min=1, help="""Optimisation passes over each batch of
+        stored samples (GRPO's mu).""")
+    per_device_batch_size: int | None = option(None, "--per-device-batch-size", "--batch-size",
+                                               min=1, help="""Sequences per process per
+        micro-step (default: one group).""")
+    grad_accum: int = option(1, "--grad-accum", min=1, help="Micro-steps per optimizer step.")
+    max_prompt_length: int | None = option(None, "--max-prompt-length", min=1,
+                                           help="Keep the last N prompt tokens.")
+    max_completion_length: int | None = option(None, "--max-completion-length", min=1,
+                                               help="Keep the first N completion tokens.")
+    gradient_checkpointing: bool = option(False, "--gradient-checkpointing",
+                                          help="Trade compute for memory.")
+    bf16: bool | None = option(None, "--bf16/--no-bf16", help="""bfloat16 training (default: on a
+        GPU that supports it, off on CPU).""")
+    lora_r: int = option(0, "--lora-r", min=0, help="LoRA rank (0 = full fine-tuning).")
+    lora_alpha: int = option(16, "--lora-alpha", min=1, help="LoRA alpha.")
+    lora_dropout: float = option(0.0, "--lora-dropout", min=0.0, max=1.0, help="LoRA dropout.")
+    lora_target_modules: str = option("all-linear", "--lora-target-modules",
+                                      help="Comma-separated module names, or all-linear.")
+    lora_save: str = option("merged", "--lora-save", choices=("merged", "adapter"), help="""merged:
+        a full model in --output-dir (adapter in OUTPUT/adapter); adapter: only the peft
+        adapter.""")
+    report_to: str = option("none", "--report-to", choices=("none", "tensorboard", "wandb"),
+                            help="Live dashboards through TRL.")
+    logging_steps: int = option(1, "--logging-steps", min=1, help="Log metrics every N optimizer steps.")
+    overwrite: bool = option(False, "--overwrite", help="Replace a non-empty --output-dir.")
+    if_empty: str = option("keep", "--if-empty", choices=("keep", "fail"), help="""When no group
+        carries a learning signal: keep the model (a record with format `unchanged`, steps 0
+        and path = --model) or fail (exit 3).""")
+    num_processes: int = option(1, "--num-processes", min=1, help="""Data-parallel processes (all
+        machines); >1 starts `accelerate launch` (GPUs, or CPU processes with gloo).""")
+    accelerate_config: str | None = option(None, "--accelerate-config", help="""accelerate config
+        file (DeepSpeed / FSDP; see examples/accelerate/).""")
+    num_machines: int = option(1, "--num-machines", min=1, help="Machines taking part (multi-node).")
+    machine_rank: int = option(0, "--machine-rank", min=0,
+                               help="This machine's rank (Slurm: $SLURM_NODEID).")
+    main_process_ip: str | None = option(None, "--main-process-ip",
+                                         help="Address of the rank-0 machine.")
+    main_process_port: int | None = option(None, "--main-process-port", min=1, help="""Port on
+        the rank-0 machine (default: a free one; set it for multi-node).""")
+
+
+@dataclass
+class EvalSettings:
+    TABLE: ClassVar[str] = "eval"
+
+    suites: list[str] = option(None, "--suite", "-s", factory=list, help="""Suites to run
+        (repeatable): bfcl, reasoning-gym, textarena, library, memory; NAME:a,b picks
+        categories, families, games or environments. Default: bfcl, reasoning-gym,
+        textarena, library. In a loop: run on each round's checkpoint (none: no eval).""")
+    num_items: int = option(20, "-n", "--num-items", min=0, help="""Tasks per suite; 0 = every
+        item once where the set is finite (bfcl: all 800 entries; library, memory: every
+        environment).""")
+    samples: int = option(1, "--samples", "-k", min=1,
+                          help="Samples per task; pass@k is reported for k > 1.")
+    sampling: Sampling = group(Sampling, temperature=0.0, max_tokens=512)
+    max_turns: int | None = option(None, "--max-turns", min=1, help="""Cap on model turns per
+        episode (default: the environment's).""")
+    batch: int = option(64, "--batch", min=1, help="""Episodes in flight together (one batched
+        generation per turn).""")
