@@ -129,7 +129,7 @@ class BaselineConfig:
     """spade (designer writes environments) or fixed-pool (no designer: the agent trains
     on a fixed pool of environments)."""
     pool: str = "library"
-    """Fixed pool for mode = fixed-pool: "library" (examples/envs), "reasoning-gym" or
+    """Fixed pool for mode = fixed-pool: "library" (the example library, `library_dir()`), "reasoning-gym" or
     "reasoning-gym:fam1,fam2" (its task families as environments; needs the eval extra),
     or a candidates file."""
     pool_size: int = 8

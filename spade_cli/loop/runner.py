@@ -27,13 +27,11 @@ from typing import Any
 import orjson
 
 from ..cli import log, progress_bar, verbosity_args
+from ..envs.library import library_dir
 from ..errors import SpadeError, UsageError
 from ..recordio import atomic_write_bytes
 from .config import LoopConfig, to_dict
 from .report import round_summary
-
-REPO = Path(__file__).resolve().parent.parent.parent
-LIBRARY = REPO / "examples" / "envs"
 
 
 def demo_corpus_path(run_dir: Path) -> Path:
@@ -204,7 +202,7 @@ class Loop:
         out: list[Stage] = []
 
         if cfg.baseline.mode == "fixed-pool":
-            pool = str(LIBRARY) if cfg.baseline.pool == "library" else cfg.baseline.pool
+            pool = str(library_dir()) if cfg.baseline.pool == "library" else cfg.baseline.pool
             if pool.startswith("reasoning-gym"):
                 # The task families as contract environments, then drawn like any pool.
                 source = rnd.path("pool-source.jsonl.zst")
