@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -39,12 +40,15 @@ def test_wheel_installs_a_working_toolchain(tmp_path):
           "--no-index", "-w", tmp_path / "dist", src], tmp_path, env)
     wheel, = (tmp_path / "dist").glob("spade_cli-*.whl")
 
-    # The heavy dependencies come from this machine; spade-cli itself only from the wheel
-    # (--force-reinstall: an editable install of the checkout may be visible through
-    # --system-site-packages and would otherwise count as already installed).
+    # The heavy dependencies come from the environment running this test (a .pth file
+    # adds its site-packages, whether that is a virtualenv, as in CI, or the system's);
+    # spade-cli itself only from the wheel, whatever copy that environment holds.
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", venv], tmp_path, env)
+    _run([sys.executable, "-m", "venv", venv], tmp_path, env)
     py, bin_ = venv / "bin" / "python", venv / "bin"
+    site = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path, env)
+    host = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (Path(site.stdout.strip()) / "_host_packages.pth").write_text("".join(f"{p}\n" for p in host))
     _run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--force-reinstall", wheel],
          tmp_path, env)
     env["PATH"] = f"{bin_}{os.pathsep}{env.get('PATH', '')}"
