@@ -7,7 +7,7 @@ template with Qwen-style tool calls, and a small Qwen3-architecture model (rando
 optionally nudged by a few hundred optimiser steps on the same text so its samples look
 like code and end their turns instead of being uniform noise).
 
-The tokenizer trap (DESIGN.md): transformers 5.x `AutoTokenizer` ignores the
+The tokenizer trap: transformers 5.x `AutoTokenizer` ignores the
 `tokenizer_class` of a `qwen2`/`qwen3` checkpoint and rebuilds the tokenizer from its
 vocab and merges with Qwen's own pipeline (NFC normalisation, Qwen's split regex,
 byte-level without its regex). We therefore train the BPE with exactly that pipeline,

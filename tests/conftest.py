@@ -3,6 +3,7 @@ checkout first on PYTHONPATH, so tests exercise the tree they live in."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -34,6 +35,29 @@ def run_cli(command: str, *args: str, input: bytes | None = None, timeout: float
 @pytest.fixture
 def cli():
     return run_cli
+
+
+EVAL_INSTALL = "install the eval suites with: pip install --no-deps -r requirements-eval.txt"
+
+
+def require_module(name: str, install: str = EVAL_INSTALL):
+    """Import `name` for a test that needs an optional package. Missing (or missing one of
+    its own imports, as a --no-deps install can be), the test is skipped, except under CI
+    (`CI` set), where it fails: CI installs every listed package, so a missing one is a bug."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        msg = f"{name} is not importable ({e}); {install}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{msg} (CI is set, so this fails instead of skipping)", pytrace=False)
+        pytest.skip(msg)
+
+
+def pytest_runtest_setup(item):
+    """`@pytest.mark.requires_module("a", "b")`: require_module() for each, before the test."""
+    for mark in item.iter_markers("requires_module"):
+        for name in mark.args:
+            require_module(name)
 
 
 def _has_gpu() -> bool:

@@ -3,7 +3,6 @@ bad suite names and missing packages fail clearly."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 import shutil
@@ -23,23 +22,9 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-INSTALL = "install the eval suites with: pip install --no-deps -r requirements-eval.txt"
-
-
-def _importable(*modules: str) -> bool:
-    """Installed AND importable (a --no-deps install can miss a dependency)."""
-    try:
-        for m in modules:
-            importlib.import_module(m)
-        return True
-    except ImportError:
-        return False
-
-
-needs_bfcl = pytest.mark.skipif(not _importable("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker", "mpmath"),
-                                reason=f"bfcl-eval is not importable; {INSTALL}")
-needs_rg = pytest.mark.skipif(not _importable("reasoning_gym"), reason=f"reasoning-gym is not importable; {INSTALL}")
-needs_ta = pytest.mark.skipif(not _importable("textarena"), reason=f"textarena is not importable; {INSTALL}")
+needs_bfcl = pytest.mark.requires_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker", "mpmath")
+needs_rg = pytest.mark.requires_module("reasoning_gym")
+needs_ta = pytest.mark.requires_module("textarena")
 
 
 def _sandbox_ok() -> bool:

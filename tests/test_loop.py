@@ -16,7 +16,7 @@ import pytest
 
 from spade_cli.recordio import load_all
 
-from .conftest import ROOT
+from .conftest import ROOT, require_module
 
 pytestmark = pytest.mark.slow
 
@@ -177,7 +177,7 @@ def test_bin_pipeline_matches_the_loop(finished_run, tiny_model, corpus, tmp_pat
 def test_fixed_pool_baseline_on_reasoning_gym(tiny_model, tmp_path):
     """The fixed-environment baseline: no designer, reasoning-gym families as the pool,
     played in the sandbox with the package allowed in."""
-    pytest.importorskip("reasoning_gym")
+    require_module("reasoning_gym")
     cfg = tmp_path / "fixed.toml"
     cfg.write_text(f"""
 name = "fixed"

@@ -304,7 +304,10 @@ def test_select_replay_deterministic_and_prioritised():
     a = memory.select_replay(entries, 4, round_=5, seed=3)
     b = memory.select_replay(list(reversed(entries)), 4, round_=5, seed=3)
     assert [e["id"] for e in a] == [e["id"] for e in b] and len({e["id"] for e in a}) == 4
-    assert [e["id"] for e in memory.select_replay(entries, 4, round_=5, seed=4)] != [e["id"] for e in a] or True
+    # the seed matters: other seeds draw other sets (any two may coincide, ten cannot all)
+    draws = {tuple(sorted(e["id"] for e in memory.select_replay(entries, 4, round_=5, seed=s)))
+             for s in range(10)}
+    assert len(draws) > 1
     # over many seeds, the most learnable entry (p = 6/12) is replayed far more often than p = 0
     counts: dict[str, int] = {}
     for s in range(200):
@@ -359,7 +362,6 @@ def test_spade_memory_pool_from_memory_file(tmp_path, cli):
 
 
 def test_spade_memory_pool_from_library_dir(tmp_path, cli):
-    pytest.importorskip("spade_cli.envs.library")
     d = tmp_path / "envs"
     d.mkdir()
     for f in ("guess_number.py", "nim.py", "bank.py"):
@@ -371,7 +373,8 @@ def test_spade_memory_pool_from_library_dir(tmp_path, cli):
 
 
 def test_example_library_has_no_false_duplicates():
-    library = pytest.importorskip("spade_cli.envs.library")
+    from spade_cli.envs import library
+
     lib = library.load_library()
     assert len(lib) >= 10
     idx = dedup.DedupIndex()

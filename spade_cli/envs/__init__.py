@@ -1,7 +1,7 @@
 """Designer environments: code extraction, the example library, validation, the gym wrapper.
 
 - `extract_code(text)`: the one ```python block of a designer answer, or None.
-- `library.load_library()`: the hand-written example environments under examples/envs/.
+- `library.load_library()`: the hand-written example environments (`library_dir()`).
 - `checks`: the validation checks, each a small `check_*` function with a reason code.
 - `validation.validate_records()`: the spade-validate stage (records in, records out).
 - `gym_wrapper.SandboxedEnv`: a validated environment as a `gymnasium.Env`.

@@ -1,9 +1,10 @@
-"""The example environment library: hand-written environments under examples/envs/.
+"""The example environment library: hand-written environments shipped in the package
+(spade_cli/envs/examples/; `examples/envs` in a checkout points there).
 
 They are designer exemplars (shown in the design prompt), the first environment memory,
 and test fixtures. Each file is one complete module following the environment contract;
 its docstring's first line is the summary and a `Family: ...` line names the family.
-`examples/envs/broken/` holds deliberately broken designs, one per reason code, named
+Its `broken/` directory holds deliberately broken designs, one per reason code, named
 after the code they must be rejected with.
 """
 
@@ -20,11 +21,12 @@ FAMILIES = ("single-answer reasoning", "multi-step planning", "stateful tool use
 
 
 def library_dir() -> Path:
-    """examples/envs of this checkout, or $SPADE_ENV_LIBRARY."""
+    """The example library every command uses: $SPADE_ENV_LIBRARY when set, else the copy
+    installed with the package (so an installed toolchain needs no source tree)."""
     env = os.environ.get("SPADE_ENV_LIBRARY")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "examples" / "envs"
+    return Path(__file__).resolve().with_name("examples")
 
 
 def _literal_metadata(tree: ast.Module) -> dict:
@@ -105,7 +107,7 @@ def library_candidates(entries: list[dict] | None = None, round: int = 0) -> lis
 
 
 def broken_designs(dir: str | Path | None = None) -> list[tuple[str, str]]:
-    """(expected reason, designer answer text) for every file in examples/envs/broken/:
+    """(expected reason, designer answer text) for every file in the library's broken/:
     `.py` files are wrapped in a ```python block, `.md` files are used as they are."""
     root = (Path(dir) if dir is not None else library_dir()) / "broken"
     out = []

@@ -8,7 +8,7 @@ Suites (`--suite NAME` or `NAME:item,item` to pick categories / families / games
   bfcl           BFCL-v4 multi-turn (base, miss_func, miss_param, long_context)  [bfcl-eval]
   reasoning-gym  procedural reasoning families at fixed seeds                     [reasoning-gym]
   textarena      single-player text games                                          [textarena]
-  library        the example environment library (examples/envs), sandboxed
+  library        the example environment library (envs.library.library_dir()), sandboxed
   memory         an environment memory file (--memory FILE), sandboxed
 
 Every suite is a list of `Task`s whose environments follow the environment contract, so

@@ -1,7 +1,7 @@
 """What every evaluation suite shares: tasks, episodes, scoring and the summary.
 
 A suite turns its benchmark into `Task`s. Each task builds an *environment* that follows
-the project's environment contract (DESIGN.md): `metadata` with `name`, `max_turns` and
+the project's environment contract (prompts/contract.md): `metadata` with `name`, `max_turns` and
 optional `tools`, `reset(seed) -> (observation, info)` and `step(action) -> (observation,
 reward, terminated, truncated, info)`, returns in [0, 1]. The same agent loop then drives
 every suite (agent.py), a benchmark's own scorer decides the reward, and an oracle (a
