@@ -10,7 +10,9 @@ stock `Text` space only admits its sampling charset, alphanumerics by default, w
 prose observation fits); sampling still draws from that charset. The wrapper:
 - seeds like any gymnasium env: `reset(seed=s)` passes `s` through unchanged (so episode
   seeds in records replay exactly), `reset()` draws the next seed from `self.np_random`;
-- truncates at `metadata["max_turns"]` (like TimeLimit) unless the env ends sooner;
+- truncates at `metadata["max_turns"]` (like TimeLimit) unless the env ends sooner; an
+  env that declares none truncates at `envs.actions.DEFAULT_MAX_TURNS`, as in spade-rollout
+  and spade-eval (`enforce_max_turns=False` leaves ending to the env);
 - returns rewards as float and raises `spade_cli.sandbox.EnvError` when the sandboxed env
   fails (the worker is then gone; close the wrapper).
 A session belongs to the thread that created it: create and use the wrapper in one thread.
@@ -22,6 +24,8 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium.spaces import Text
+
+from .actions import turn_limit
 
 MAX_OBS_CHARS = 1 << 20
 MAX_ACTION_CHARS = 1 << 16
@@ -48,7 +52,7 @@ class SandboxedEnv(gym.Env):
         self.session = EnvSession(code, cfg or SandboxConfig())
         meta = dict(self.session.metadata or {})
         self.metadata = {**meta, "render_modes": []}
-        self.max_turns = int(meta.get("max_turns") or 0) or None
+        self.max_turns = turn_limit(meta.get("max_turns"))
         self.tools = meta.get("tools")
         self.enforce_max_turns = enforce_max_turns
         self.render_mode = render_mode
@@ -68,7 +72,7 @@ class SandboxedEnv(gym.Env):
         obs, reward, terminated, truncated, info = self.session.step(str(action))
         self._turns += 1
         terminated, truncated = bool(terminated), bool(truncated)
-        if (self.enforce_max_turns and self.max_turns and not terminated
+        if (self.enforce_max_turns and not terminated
                 and self._turns >= self.max_turns):
             truncated = True
         return str(obs), float(reward), terminated, truncated, dict(info or {})

@@ -3,16 +3,18 @@
 The model agent advances every episode in flight together: one batched generation per
 turn across all of them (`engine.chat_ids` + `engine.generate`, each episode with its own
 tools and sampling seed). The conversation follows the environment contract: the
-environment's first observation is the user message; a reply with tool calls in the
-model's native format (`engine.parse_tool_calls`) is passed to `step` call by call as JSON
-`{"name", "arguments"}` and each result comes back as a `tool` message; a reply without
-tool calls is passed to `step` as text (thinking blocks removed) and the next observation
-is the next user message.
+environment's first observation is the user message; a reply becomes its actions through
+`envs.actions.reply_actions`, the parser spade-rollout uses: tool calls in the model's
+native format (`engine.parse_tool_calls`, outside <think>) go to `step` call by call as
+JSON `{"name", "arguments"}` and each result comes back as a `tool` message; a reply
+without tool calls goes to `step` as text (thinking removed) and the next observation is
+the next user message.
 The assistant message keeps the model's raw text, so the next prompt re-renders exactly
 what it generated.
 
 An episode ends when the environment terminates or truncates, at `max_turns`
-generations, when the prompt no longer fits the model's context ("context"), or when the
+generations (`envs.actions.turn_limit`: the environment's own, DEFAULT_MAX_TURNS when it
+declares none, capped by --max-turns), when the prompt no longer fits the model's context ("context"), or when the
 environment raises ("env_error"). Every episode gets a stop code from records.STOPS.
 
 The oracle agent plays a task's privileged action list (`Task.oracle`); an item that is
@@ -22,26 +24,17 @@ called first, as for a generation with parallel calls).
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from ..envs.actions import DEFAULT_MAX_TURNS, reply_actions, turn_limit
 from ..records import seed_for
 from .base import Task, clip01
 
 OBS_CHARS = 2000  # observations kept in records are cut to this many characters
-# A text action is the reply without its thinking, as in spade-rollout (rollout/episode.py),
-# so a reasoning model's scratch work never reaches the environment's parser.
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
-
-
-def action_text(text: str) -> str:
-    return _THINK.sub("", text).strip()
-
 
 def _cut(text: str, n: int = OBS_CHARS) -> str:
     text = str(text)
@@ -59,7 +52,7 @@ class _Episode:
     turns: list = field(default_factory=list)
     ret: float = 0.0
     num_turns: int = 0
-    max_turns: int = 1
+    max_turns: int = DEFAULT_MAX_TURNS
     stop: str | None = None
     detail: str | None = None
     completion_tokens: int = 0
@@ -123,7 +116,7 @@ def _start(ep: _Episode) -> bool:
         return False
     meta = getattr(ep.env, "metadata", {}) or {}
     ep.tools = meta.get("tools") or None
-    ep.max_turns = int(meta.get("max_turns") or 1)
+    ep.max_turns = turn_limit(meta.get("max_turns"))
     if meta.get("system"):
         ep.messages.append({"role": "system", "content": meta["system"]})
     ep.messages.append({"role": "user", "content": str(obs)})
@@ -203,20 +196,12 @@ def _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns,
             t0 = time.perf_counter()
             ep.num_turns += 1
             ep.completion_tokens += len(g.completion_ids)
-            text = g.text
-            ep.messages.append({"role": "assistant", "content": text})
-            calls = engine.parse_tool_calls(text) if ep.tools else []
-            if calls:
-                if hasattr(ep.env, "begin_model_step"):
-                    ep.env.begin_model_step()
-                ended = False
-                for call in calls:
-                    action = json.dumps({"name": call["name"], "arguments": call.get("arguments", {})})
-                    if _apply(ep, action, "tool"):
-                        ended = True
-                        break
-            else:
-                ended = _apply(ep, action_text(text), "user")
+            ep.messages.append({"role": "assistant", "content": g.text})
+            calls, actions = reply_actions(g.text, ep.tools, engine.parse_tool_calls)
+            if calls and hasattr(ep.env, "begin_model_step"):
+                ep.env.begin_model_step()
+            # Actions in order until one ends the episode (any() stops at the first True).
+            ended = any(_apply(ep, action, "tool" if calls else "user") for action in actions)
             if not ended and g.finish_reason == "context":
                 ep.stop, ended = "context", True
             if not ended and ep.num_turns >= ep.max_turns:

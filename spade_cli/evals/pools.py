@@ -12,6 +12,7 @@ frame these environments the same way; no hint is ever shown.
 
 from __future__ import annotations
 
+from ..envs.actions import turn_limit
 from ..errors import DataError, UsageError
 from ..records import seed_for
 from .base import Task
@@ -33,7 +34,7 @@ class SandboxEnv:
             Prompt = None
         if Prompt is not None:
             self.metadata["system"] = Prompt().system(
-                self.metadata.get("name") or "environment", int(self.metadata.get("max_turns") or 1),
+                self.metadata.get("name") or "environment", turn_limit(self.metadata.get("max_turns")),
                 bool(self.metadata.get("tools")))
 
     def reset(self, seed=None, options=None):

@@ -14,40 +14,21 @@ takes one model generation, turns it into action(s), steps the environment and a
 the env tokens of the next turn. Any EnvError ends the episode with stop "env_error" (or
 "timeout" when the episode's wall time ran out) and a detail; nothing propagates.
 
-Actions. Environments without tools: the assistant's reply with any <think>...</think>
-block removed, stripped of surrounding whitespace (the system prompt asks for the action
-only). Tool-use environments: every tool call `parse_tool_calls` finds in the reply
-(outside <think>) is one action, passed to step() as JSON {"name", "arguments"} in
-order (several calls in one reply are several turns; the results go back as
-consecutive tool messages); a reply with no tool call is passed as plain text, so the
-environment answers it (usually with a usage message) and the turn counts.
+Actions: `envs.actions.reply_actions` (thinking removed; every native tool call one
+action, in order, several calls in one reply being several turns whose results go back
+as consecutive tool messages; otherwise the text). The turn limit: `envs.actions.turn_limit`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import time
 from typing import Any
 
+# The turn limit and the action parser are the contract's, shared with spade-eval and
+# the gym wrapper (action_text and DEFAULT_MAX_TURNS are re-exported from here).
+from ..envs.actions import DEFAULT_MAX_TURNS, action_text, reply_actions, turn_limit  # noqa: F401
 from .trajectory import Trajectory, tool_call_message
-
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
-
-
-def action_text(text: str) -> str:
-    """The action of a text reply: thinking removed, whitespace stripped."""
-    return _THINK.sub("", text).strip()
-
-
-DEFAULT_MAX_TURNS = 16  # for an environment that declares none
-
-
-def turn_limit(declared: Any, cap: int | None) -> int:
-    """The environment's max_turns (DEFAULT_MAX_TURNS when it declares none), capped."""
-    turns = declared if isinstance(declared, int) and declared > 0 else DEFAULT_MAX_TURNS
-    return min(turns, cap) if cap is not None else turns
 
 
 class Episode:
@@ -159,13 +140,7 @@ class Episode:
         if gen.finish_reason == "context":
             self.finish("context", f"the prompt ({self.traj.length} tokens) fills the model's context")
             return
-        # Tool calls drafted inside a <think> block are thoughts, not actions.
-        calls = parse_tool_calls(_THINK.sub("", gen.text)) if self.tools else []
-        if calls:
-            actions = [json.dumps({"name": c["name"], "arguments": c.get("arguments") or {}})
-                       for c in calls]
-        else:
-            actions = [action_text(gen.text)]
+        calls, actions = reply_actions(gen.text, self.tools, parse_tool_calls)
         observations = []
         for action in actions:
             if not self.check_time():
