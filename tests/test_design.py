@@ -11,10 +11,12 @@ from spade_cli.design import (
     DesignSettings,
     Template,
     build_prompt,
-    design_records,
     excerpt,
     load_contract,
     render,
+)
+from spade_cli.design import (
+    design_records as _design_records,
 )
 from spade_cli.engines import Sampling, load_engine
 from spade_cli.errors import UsageError
@@ -43,10 +45,21 @@ def library_memory():
     return entries_from_library(load_library())
 
 
-def settings(**kw) -> DesignSettings:
-    base = dict(num_designs=2, sampling=Sampling(max_tokens=12), seed=5, round=3, doc_tokens=64,
-                max_prompt_tokens=2500)
-    return DesignSettings(**{**base, **kw})
+class Run:
+    """Design settings plus the run-time seed and round the command passes."""
+
+    def __init__(self, seed: int = 5, round: int = 3, **kw):
+        base = dict(designs_per_doc=2, sampling=Sampling(max_tokens=12), doc_tokens=64,
+                    max_prompt_tokens=2500)
+        self.settings, self.seed, self.round = DesignSettings(**{**base, **kw}), seed, round
+
+
+def settings(**kw) -> Run:
+    return Run(**kw)
+
+
+def design_records(docs, eng, run: Run, memory=None, template=None):
+    return _design_records(docs, eng, run.settings, memory, template, seed=run.seed, round=run.round)
 
 
 @pytest.mark.slow
