@@ -49,7 +49,7 @@ max_tokens = {s['AGENT_TOKENS']}
 max_context = {s['MAX_CONTEXT']}
 replay = {s['REPLAY']}
 [train]
-batch_size = 2
+per_device_batch_size = 2
 """
 
 
@@ -158,20 +158,70 @@ def test_killed_run_resumes_to_the_same_records(finished_run, config, tmp_path):
     assert not list(run_b.rglob(".*partial*"))
 
 
-def test_bin_pipeline_matches_the_loop(finished_run, tiny_model, corpus, tmp_path):
+def _same_round(run_a: Path, run_b: Path) -> None:
+    """Both runs' round 1 has the same candidates, verdicts, scores and memory."""
+    def key(path: Path, run: Path):
+        return [(c["id"], c["validation"], c.get("score")) for c in records(path, run)]
+
+    for name in ("scored.jsonl.zst", "rollouts.jsonl.zst", "validated.jsonl.zst"):
+        assert key(run_b / "round-001" / name, run_b) == key(run_a / "round-001" / name, run_a), name
+    assert records(run_b / "round-001" / "memory.jsonl.zst", run_b) == \
+        records(run_a / "round-001" / "memory.jsonl.zst", run_a)
+    ckpt_a, ckpt_b = (orjson.loads((r / "round-001" / "checkpoint.jsonl").read_bytes()) for r in (run_a, run_b))
+    assert normalise(ckpt_b, str(run_b)) == normalise(ckpt_a, str(run_a))
+
+
+def _env() -> dict[str, str]:
+    # The console scripts beside this interpreter (the printed commands call spade-*).
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _config_in(config: Path, runs: Path) -> Path:
+    """The same config, writing its run under `runs`."""
+    path = runs.parent / f"{runs.name}.toml"
+    path.write_text(f'runs_dir = "{runs}"\n' + config.read_text())
+    return path
+
+
+def test_printed_pipe_matches_the_loop(finished_run, config, tmp_path):
+    """The round as `spade-loop --print-commands --pipe` prints it (bin/spade-round),
+    run by bash, gives the loop's records: one recipe, no copy to drift."""
     run_a, _ = finished_run
-    out = tmp_path / "round"
-    env = {**os.environ, **{k: str(v) for k, v in SETTINGS.items()},
-           "MODEL": str(tiny_model), "CORPUS": corpus, "ROUND": "1", "SEED": "0", "BATCH": "2",
-           "MEMORY": str(run_a / "memory-000.jsonl.zst"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    r = subprocess.run(["bash", str(ROOT / "bin" / "spade-round"), str(out)], env=env,
+    cfg = _config_in(config, tmp_path / "runs")
+    r = subprocess.run(["bash", str(ROOT / "bin" / "spade-round"), str(cfg), "1"], env=_env(),
                        capture_output=True, timeout=1200)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
-    loop_scored = records(run_a / "round-001" / "scored.jsonl.zst", run_a)
-    pipe_scored = records(out / "scored.jsonl.zst", out)
-    assert pipe_scored == loop_scored
-    assert records(out / "memory.jsonl.zst", out) == records(run_a / "round-001" / "memory.jsonl.zst", run_a)
+    run_b = tmp_path / "runs" / "t"
+    # The pipe leaves no intermediate files: compare what it keeps.
+    for name in ("scored.jsonl.zst",):
+        assert records(run_b / "round-001" / name, run_b) == records(run_a / "round-001" / name, run_a)
+    assert records(run_b / "round-001" / "memory.jsonl.zst", run_b) == \
+        records(run_a / "round-001" / "memory.jsonl.zst", run_a)
+    assert not (run_b / "round-001" / "validated.jsonl.zst").exists()
+
+
+def test_slurm_job_scripts_as_bash_with_two_shards_match_the_loop(finished_run, config, tmp_path):
+    """Every stage through examples/slurm/stage.sbatch, run by bash as Slurm would run
+    its array tasks (SLURM_ARRAY_TASK_ID 0 and 1 of 2, then the merge job)."""
+    run_a, _ = finished_run
+    cfg = _config_in(config, tmp_path / "runs")
+    env = {**_env(), "SPADE_CONFIG": str(cfg), "SPADE_ROUND": "1"}
+    listed = subprocess.run([sys.executable, "-m", "spade_cli", "loop", str(cfg), "--list-stages"],
+                            capture_output=True, check=True).stdout.splitlines()
+    script = str(ROOT / "examples" / "slurm" / "stage.sbatch")
+    for line in listed:
+        stage = orjson.loads(line)
+        jobs = [{"SPADE_STAGE": stage["name"]}]
+        if stage["shardable"]:
+            jobs = [{"SPADE_STAGE": stage["name"], "SPADE_SHARDS": "2", "SLURM_ARRAY_TASK_ID": str(i)}
+                    for i in range(2)] + [{"SPADE_STAGE": stage["name"], "SPADE_MERGE": "2"}]
+        for job in jobs:
+            r = subprocess.run(["bash", script], env={**env, **job}, capture_output=True, timeout=1200)
+            assert r.returncode == 0, (job, r.stderr.decode()[-3000:])
+    _same_round(run_a, tmp_path / "runs" / "t")
+    shards = sorted(p.name for p in (tmp_path / "runs" / "t" / "round-001").glob("*.shard-*"))
+    assert shards == [f"{s}.shard-{i}-of-2.jsonl.zst" for s in ("candidates", "rollouts", "validated")
+                      for i in range(2)]
 
 
 def test_fixed_pool_baseline_on_reasoning_gym(tiny_model, tmp_path):
@@ -195,13 +245,13 @@ episodes = 2
 max_turns = 1
 max_tokens = 8
 [train]
-batch_size = 2
+per_device_batch_size = 2
 """)
     r = subprocess.run(loop_cmd(cfg, tmp_path / "runs"), capture_output=True, timeout=900)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     rnd = tmp_path / "runs" / "fixed" / "round-001"
     stages = orjson.loads((rnd / "manifest.json").read_bytes())["stages"]
-    assert list(stages) == ["pool-source", "pool", "validate", "rollout", "regret", "train"]
+    assert list(stages) == ["memory-init", "pool-source", "pool", "validate", "rollout", "regret", "train"]
     assert "--sandbox-package" in stages["rollout"]["argv"]
     scored = load_all(str(rnd / "scored.jsonl.zst"))
     assert len(scored) == 2

@@ -169,15 +169,15 @@ def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):
             input=b'{"kind": "candidate", "id": "c", "design": {"prompt_ids": [1]}, "score": {"reward": 1}, "group": "g"}\n')
     assert r.returncode == 3 and b"<stdin>:1: design.completion_ids is missing" in r.stderr, r.stderr
     flat = b"".join(orjson.dumps(designer(f"d{i}", "g", [1], [2, i], 0.0)) + b"\n" for i in range(3))
-    r = cli("train", "--model", tmp_path / "m", "--output-dir", tmp_path / "out", input=flat)
+    r = cli("train", "--model", tmp_path / "m", "--output-dir", tmp_path / "out", "--if-empty", "fail", input=flat)
     assert r.returncode == 3 and b"nothing to train on" in r.stderr and b"flat_reward_group" in r.stderr
 
 
 def test_cli_if_empty_keep_passes_the_model_on(cli, tiny_model, tmp_path):
     flat = write(tmp_path / "flat.jsonl", [designer(f"d{i}", "g", [1], [2, i], -1.0) for i in range(4)])
-    r = cli("train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out")
+    r = cli("train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out", "--if-empty", "fail")
     assert r.returncode == 3 and b"nothing to train on" in r.stderr and r.stdout == b""
-    r = cli("train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out", "--if-empty", "keep")
+    r = cli("train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out")  # keep: the default
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout)
     assert rec["kind"] == "checkpoint" and rec["format"] == "unchanged" and rec["steps"] == 0
