@@ -9,9 +9,9 @@
     require_sandbox(unsafe)                # at command start: bwrap or exit 4 / loud warning
     run_pool(fn, items, max_workers)       # fn over items on threads, results in order
 
-`UnsafeNoSandbox` is the shared `--unsafe-no-sandbox` typer option; pass its value as
-`SandboxConfig(unsafe=...)`. `SandboxPackages` (`--sandbox-package`) adds distributions
-to the jail: `SandboxConfig(packages=...)`.
+The options users set (`--unsafe-no-sandbox`, `--sandbox-package`, `--call-timeout`,
+`--memory-mb`) are `options.SandboxOptions`; `SandboxOptions.config()` is their
+`SandboxConfig`.
 
 One EnvSession is one persistent worker process (`worker.py`) in a jail of its own,
 holding one environment instance, speaking JSON lines over its stdin/stdout: 40-65 µs
@@ -92,24 +92,8 @@ What it does not cover
   code you trust or inside a disposable VM/container.
 """
 
-from typing import Annotated
-
-import typer
-
 from .config import INSTALL_HINT, REASONS, EnvError, SandboxConfig, check_sandbox, require_sandbox
 from .forkserver import ForkServer
 from .session import EnvSession, imap_pool, run_pool, warn_unsafe
 
-UnsafeNoSandbox = Annotated[bool, typer.Option(
-    "--unsafe-no-sandbox",
-    help="Run designer code WITHOUT the bubblewrap sandbox (rlimits only). Dangerous: "
-         "only for trusted code or inside a disposable VM/container.")]
-
-SandboxPackages = Annotated[list[str] | None, typer.Option(
-    "--sandbox-package",
-    help="Another installed distribution the environments may import inside the sandbox "
-         "(repeatable; its dependencies come along), e.g. reasoning-gym for its fixed pool.")]
-
-__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "ForkServer", "SandboxConfig", "SandboxPackages",
-           "UnsafeNoSandbox",
-           "check_sandbox", "imap_pool", "require_sandbox", "run_pool", "warn_unsafe"]
+__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "ForkServer", "SandboxConfig", "check_sandbox", "imap_pool", "require_sandbox", "run_pool", "warn_unsafe"]
