@@ -18,7 +18,8 @@ crashes the interpreter (a CUDA error, an OOM kill) is reported and the others s
   reload         the checkpoints written above load again and generate; trained
                  weights differ from the starting ones
   vllm           with vLLM importable and CUDA present, the vllm engine on the hf
-                 engine's prompts: tokens/s and the ratio to hf (else skipped, saying why)
+                 engine's prompts: tokens/s and the ratio to hf, then a restart on the
+                 grpo_designer checkpoint (else skipped, saying why)
 
 Output: one JSON line on stdout (every part with its status "ok", "failed" or "skipped",
 its seconds, budget and figures, or its reason), and a short table on stderr. Exit code
@@ -392,12 +393,21 @@ def part_vllm(ctx: dict) -> dict:
         raise Skip("vllm is not importable here (pip install 'spade-cli[gpu]' on a CUDA machine)")
     if not ctx["device"].startswith("cuda"):
         raise Skip("the vllm engine needs CUDA (--device cuda)")
-    from spade_cli.engines import load_engine
+    from spade_cli.engines import Sampling, load_engine
 
     engine = load_engine(str(ctx["work"] / "realistic"), "vllm", dtype=ctx["dtype"], gpu_memory_utilization=0.5,
                          max_model_len=4096, seed=0)
     try:
-        return _engine_throughput(engine, ctx)
+        out = _engine_throughput(engine, ctx)
+        # A new round's checkpoint: the engine restarts on it with the same settings.
+        ckpt = ctx["work"] / "grpo-designer"
+        if (ckpt / "config.json").exists():
+            t0 = time.perf_counter()
+            engine.reload(str(ckpt))
+            gens = engine.generate(bench_prompts(2, 8, len(engine.tokenizer)), Sampling(max_tokens=4, seed=0))
+            out["reload"] = {"checkpoint": ckpt.name, "seconds": round(time.perf_counter() - t0, 2),
+                             "generated_tokens": sum(len(g.completion_ids) for g in gens)}
+        return out
     finally:
         engine.close()
 
@@ -460,14 +470,15 @@ def headline(name: str, r: dict) -> str:
     if name in ("hf_generate", "vllm"):
         per = ", ".join(f"b{k[6:]} {v['tokens_per_s']:.0f}" for k, v in r.items() if k.startswith("batch_"))
         extra = f", {r['vs_hf']}x hf" if "vs_hf" in r else ""
-        return f"tokens/s {per}; ratio {r['ratio']}x{extra}"
+        again = f"; restarted on {r['reload']['checkpoint']} in {r['reload']['seconds']} s" if "reload" in r else ""
+        return f"tokens/s {per}; ratio {r['ratio']}x{extra}{again}"
     if name == "round":
         return f"{r['candidates']} designs, {r['episodes']} episodes, {r['train_steps']} train steps"
     if name.startswith("grpo"):
         mem = f", peak {r['peak_gpu_mib']} MiB" if "peak_gpu_mib" in r else ""
-        return f"{r['steps']} step, {r['tokens_per_s']:.0f} tokens/s{mem}"
+        return f"steps {r['steps']}, {r['tokens_per_s']:.0f} tokens/s{mem}"
     if name == "fsdp":
-        return f"{r['steps']} steps on {r['processes']} process, {r['config']}"
+        return f"steps {r['steps']}, processes {r['processes']}, {r['config']}"
     if name == "reload":
         return "; ".join(f"{k}: {v['changed']}/{v['tensors']} tensors changed" for k, v in r.items()
                          if isinstance(v, dict))
