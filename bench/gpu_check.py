@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,8 +86,8 @@ def shapes(quick: bool) -> dict:
                     train_prompt=16, train_completion=8, design_tokens=16, agent_tokens=8,
                     design_prompt=["--doc-tokens", "64", "--max-prompt-tokens", "1024"])
     # Qwen3-0.6B's body (28 layers, width 1024, 16 query / 8 KV heads of 128, MLP 3072) with
-    # the vocabulary a BPE reaches on the local text (~20k of the 32k asked; Qwen's is 152k,
-    # so its LM head costs ~35% more per token than this one's): ~0.46B parameters.
+    # the vocabulary a BPE reaches on the local text (~20k of the 32k asked): ~0.46B
+    # parameters. Qwen's 152k vocabulary makes Qwen3-0.6B do ~30% more work per token.
     return dict(model=dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
                            num_key_value_heads=8, head_dim=128, vocab_size=32768, max_position_embeddings=4096),
                 batches=[1, 16, 64], prompt_len=128, new_tokens=128, group=8, groups=4,
@@ -434,6 +435,10 @@ def spawn(name: str, ctx_file: Path, timeout: float) -> dict:
             proc.communicate()
             return {"status": "failed", "reason": f"over its budget of {timeout:.0f} s (killed)",
                     "seconds": round(time.perf_counter() - t0, 2)}
+        except BaseException:  # Ctrl-C: the part runs in its own session and would outlive us
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
     seconds = round(time.perf_counter() - t0, 2)
     lines = stdout.decode(errors="replace").strip().splitlines()
     try:
@@ -522,12 +527,16 @@ def check(args, wanted: list[str], work: Path) -> dict:
     corpus = work / "corpus.jsonl.zst"
     build_demo_corpus(str(corpus))
     bf16 = args.device != "cpu"
-    ctx = {"device": args.device, "quick": args.quick, "bf16": bf16, "dtype": "bfloat16" if bf16 else "float32",
+    device = args.device
+    if device.startswith("cuda:"):
+        # Every part (training too, which takes the default device) sees just that GPU.
+        os.environ["CUDA_VISIBLE_DEVICES"], device = device.split(":", 1)[1], "cuda"
+    ctx = {"device": device, "quick": args.quick, "bf16": bf16, "dtype": "bfloat16" if bf16 else "float32",
            "shapes": shapes(args.quick), "work": str(work), "corpus": str(corpus),
            "unsafe_no_sandbox": args.unsafe_no_sandbox}
     ctx_file = work / "context.json"
     ctx_file.write_text(json.dumps(ctx))
-    t_start = time.perf_counter()
+    t_start, started = time.perf_counter(), datetime.now(UTC).isoformat(timespec="seconds")
     parts: dict[str, dict] = {}
     for name in PARTS:
         if name not in wanted:
@@ -550,7 +559,7 @@ def check(args, wanted: list[str], work: Path) -> dict:
     if hf.get("status") == "ok" and vl.get("status") == "ok":
         top = f"batch_{shapes(args.quick)['batches'][-1]}"
         vl["vs_hf"] = round(vl[top]["tokens_per_s"] / hf[top]["tokens_per_s"], 2)
-    return {"check": "gpu", "device": args.device, "quick": args.quick,
+    return {"check": "gpu", "device": args.device, "quick": args.quick, "started": started,
             "total_seconds": round(time.perf_counter() - t_start, 1),
             "failed": sum(r["status"] == "failed" for r in parts.values()), "parts": parts}
 
