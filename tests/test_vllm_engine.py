@@ -237,11 +237,10 @@ def test_llm_gets_the_engine_arguments(fake_vllm, tiny_model):
     assert load_engine(str(tiny_model), "vllm").max_model_len == LLM.instances[-1].model_config.max_model_len
 
 
-def test_auto_dtype_is_bf16_on_a_gpu_that_has_it(fake_vllm, tiny_model, monkeypatch):
+def test_auto_dtype_is_bf16_on_a_gpu(fake_vllm, tiny_model, monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     load_engine(str(tiny_model), "vllm")
     assert LLM.instances[-1].kwargs["dtype"] == "bfloat16"
     load_engine(str(tiny_model), "vllm", dtype="float16")

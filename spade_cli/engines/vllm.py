@@ -18,8 +18,8 @@ prompt, returned in prompt order; `SamplingParams(logprobs=0)` returns the sampl
 token's logprob only; `CompletionOutput.logprobs` is one `{token_id: Logprob}` per
 generated token, as a list or as vLLM's `FlatLogprobs` (same indexing); stop strings are
 cut from `text` (`include_stop_str_in_output=False`); `finish_reason` is "stop",
-"length" or "abort". dtype "auto" means bfloat16 (where the GPU has it), as for the hf
-engine: vLLM's own "auto" turns a float32 checkpoint into float16.
+"length" or "abort". dtype "auto" means bfloat16 on a GPU, as for the hf engine:
+vLLM's own "auto" turns a float32 checkpoint into float16.
 
 A new checkpoint (the next round's model) needs a new `LLM`: `reload(model)` shuts the
 running engine down (its engine-core process and GPU memory) and starts one on the new
@@ -162,15 +162,17 @@ def _generation(c, prompt_ids: list[int]) -> Generation:
 
 
 def _dtype(dtype: str | None) -> str:
-    """The dtype to ask vLLM for. "auto" means what the CLI documents (bf16 on a GPU that
-    has it): vLLM's own "auto" runs a float32 checkpoint (the tiny model, fp32 training
-    output) in float16."""
+    """The dtype to ask vLLM for. "auto" means what the CLI documents (bf16 on a GPU):
+    vLLM's own "auto" runs a float32 checkpoint (the tiny model, fp32 training output)
+    in float16. Asking torch whether the GPU has bf16 would create a CUDA context in
+    this process, which forces vLLM's workers to spawn and holds GPU memory, so GPUs
+    without bf16 (before Ampere) need an explicit --dtype float16."""
     if dtype not in (None, "auto"):
         return str(dtype)
     try:
         import torch
 
-        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        if torch.cuda.is_available():  # a device count, no context
             return "bfloat16"
     except Exception:  # noqa: BLE001 - no usable torch: let vLLM decide
         pass
