@@ -55,16 +55,17 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 # name -> (budget seconds on a GPU run, budget seconds with --quick); run in this order.
+# The quick budgets only catch hangs: they leave room for a CPU shared with other jobs.
 PARTS = {
     "versions": (30, 30),
-    "models": (90, 40),
-    "hf_generate": (75, 30),
-    "round": (120, 90),
-    "grpo_designer": (60, 45),
-    "grpo_agent": (60, 45),
-    "fsdp": (75, 60),
-    "reload": (40, 30),
-    "vllm": (120, 20),
+    "models": (90, 60),
+    "hf_generate": (75, 60),
+    "round": (120, 150),
+    "grpo_designer": (60, 90),
+    "grpo_agent": (60, 90),
+    "fsdp": (75, 120),
+    "reload": (40, 60),
+    "vllm": (120, 30),
 }
 TOTAL_BUDGET = 480  # seconds: the whole run, whatever the parts' own budgets add up to
 DEPENDS = {"hf_generate": "models", "round": "models", "grpo_designer": "models", "grpo_agent": "models",

@@ -64,7 +64,7 @@ def test_quick_cpu_run_reports_every_part():
         assert parts["round"]["status"] == "ok" and parts["round"]["episodes"] > 0
     if importlib.util.find_spec("vllm") is None:
         assert parts["vllm"]["status"] == "skipped" and "vllm" in parts["vllm"]["reason"]
-    assert summary["total_seconds"] < 240
+    assert summary["total_seconds"] < gpu_check.TOTAL_BUDGET
     assert "gpu check on cpu (quick)" in r.stderr and "hf_generate" in r.stderr
 
 
