@@ -33,3 +33,7 @@ fix:
 # Run every benchmark; each prints its figures.
 bench:
     for b in bench/bench_*.py; do echo "== $b"; python3 "$b"; done
+
+# The GPU check: every GPU path once, with figures (<= 8 minutes; `--device cpu --quick` on CPU).
+gpu-check *ARGS:
+    python3 bench/gpu_check.py {{ARGS}}

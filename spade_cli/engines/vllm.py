@@ -9,6 +9,21 @@ output does not depend on its batch mates. Logprobs come from vLLM with
 
 vllm is imported only when this engine is built, so the rest of the toolchain runs
 without it.
+
+The vLLM API this relies on (`vllm/entrypoints/llm.py`, `vllm/sampling_params.py`,
+`vllm/logprobs.py`): `LLM(model, *, tensor_parallel_size, dtype, seed,
+gpu_memory_utilization, enforce_eager, trust_remote_code, **EngineArgs)`;
+`LLM.generate(prompts, sampling_params, *, use_tqdm)` with one `SamplingParams` per
+prompt, returned in prompt order; `SamplingParams(logprobs=0)` returns the sampled
+token's logprob only; `CompletionOutput.logprobs` is one `{token_id: Logprob}` per
+generated token, as a list or as vLLM's `FlatLogprobs` (same indexing); stop strings are
+cut from `text` (`include_stop_str_in_output=False`); `finish_reason` is "stop",
+"length" or "abort". dtype "auto" means bfloat16 on a GPU, as for the hf engine:
+vLLM's own "auto" turns a float32 checkpoint into float16.
+
+A new checkpoint (the next round's model) needs a new `LLM`: `reload(model)` shuts the
+running engine down (its engine-core process and GPU memory) and starts one on the new
+weights with the same settings.
 """
 
 from __future__ import annotations
@@ -28,31 +43,43 @@ class VLLMEngine(Engine):
                  dtype: str | None = None, max_model_len: int | None = None, seed: int = 0,
                  enforce_eager: bool = False, trust_remote_code: bool = False, **_ignored):
         try:
-            from vllm import LLM
+            import vllm  # noqa: F401
         except ImportError as e:
             raise ResourceError(f"engine vllm: cannot import vllm ({first_line(e)})") from None
-        kwargs = dict(
-            model=model,
+        self._settings = dict(
             tensor_parallel_size=int(tensor_parallel_size),
             gpu_memory_utilization=float(gpu_memory_utilization),
-            dtype=dtype or "auto",
+            dtype=_dtype(dtype),
             seed=int(seed),
             enforce_eager=bool(enforce_eager),
-            trust_remote_code=trust_remote_code,
+            trust_remote_code=bool(trust_remote_code),
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
         )
         if max_model_len:
-            kwargs["max_model_len"] = int(max_model_len)
+            self._settings["max_model_len"] = int(max_model_len)
+        self._max_model_len = max_model_len
+        self.llm = None
+        self._start(model)
+
+    def _start(self, model: str) -> None:
+        from vllm import LLM
+
         try:
-            self.llm = LLM(**kwargs)
+            self.llm = LLM(model=model, **self._settings)
         except (OSError, RuntimeError, ValueError) as e:
             raise ResourceError(f"engine vllm: cannot start on {model!r}: {first_line(e)}") from None
         # The same tokenizer class every other engine loads, so chat_ids agree across engines.
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
-        super().__init__(model, tokenizer, max_model_len or _context(self.llm) or None)
+        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=self._settings["trust_remote_code"])
+        super().__init__(model, tokenizer, self._max_model_len or _context(self.llm) or None)
+
+    def reload(self, model: str) -> None:
+        """Serve `model` (e.g. the checkpoint a training round wrote) instead: the running
+        engine is shut down first, so the two never hold GPU memory at once."""
+        self.close()
+        self._start(model)
 
     def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
         from vllm import SamplingParams
@@ -80,32 +107,76 @@ class VLLMEngine(Engine):
                 )
             )
         if todo:
+            if self.llm is None:
+                raise ResourceError("engine vllm: generate after close (reload a model first)")
             outs = self.llm.generate(inputs, sampling_params=params, use_tqdm=False)
             for i, out in zip(todo, outs, strict=True):
-                c = out.outputs[0]
-                ids = list(c.token_ids)
-                lps = None
-                if c.logprobs is not None:
-                    lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs, ids, strict=False)]
-                reason = "length" if c.finish_reason == "length" else "stop"
-                results[i] = Generation(c.text, list(prompts[i]), ids, lps, reason)
+                results[i] = _generation(out.outputs[0], list(prompts[i]))
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
-        llm = getattr(self, "llm", None)
+        llm, self.llm = getattr(self, "llm", None), None
         if llm is None:
             return
-        self.llm = None
+        # The engine core runs in its own process: shut it down explicitly, since dropping
+        # the last reference frees nothing while a cycle still holds the LLM.
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        try:
+            if core is not None and hasattr(core, "shutdown"):
+                core.shutdown()
+        except Exception as e:  # noqa: BLE001 - best effort at shutdown
+            log.debug("vllm engine core shutdown: %s", first_line(e))
+        del llm, core
         try:
             import gc
 
             import torch
+            from vllm.distributed.parallel_state import (
+                destroy_distributed_environment,
+                destroy_model_parallel,
+            )
 
-            del llm
+            destroy_model_parallel()
+            destroy_distributed_environment()
             gc.collect()
-            torch.cuda.empty_cache()
-        except Exception:  # noqa: BLE001 - best effort at shutdown
-            pass
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception as e:  # noqa: BLE001 - best effort at shutdown
+            log.debug("vllm engine teardown: %s", first_line(e))
+
+
+def _generation(c, prompt_ids: list[int]) -> Generation:
+    """Our Generation from a vLLM CompletionOutput."""
+    if c.finish_reason not in ("stop", "length"):
+        raise ResourceError(f"engine vllm: request ended with finish_reason={c.finish_reason!r}")
+    ids = list(c.token_ids)
+    lps = None
+    if c.logprobs is not None:
+        # One {token_id: Logprob} per generated token; the sampled token is always a key
+        # (logprobs=0 asks for it alone). Indexing works on lists and FlatLogprobs alike.
+        if len(c.logprobs) != len(ids):
+            log.warning("vllm returned %d logprobs for %d tokens; dropping them", len(c.logprobs), len(ids))
+        else:
+            lps = [float(c.logprobs[k][tok].logprob) for k, tok in enumerate(ids)]
+    return Generation(c.text, prompt_ids, ids, lps, c.finish_reason)
+
+
+def _dtype(dtype: str | None) -> str:
+    """The dtype to ask vLLM for. "auto" means what the CLI documents (bf16 on a GPU):
+    vLLM's own "auto" runs a float32 checkpoint (the tiny model, fp32 training output)
+    in float16. Asking torch whether the GPU has bf16 would create a CUDA context in
+    this process, which forces vLLM's workers to spawn and holds GPU memory, so GPUs
+    without bf16 (before Ampere) need an explicit --dtype float16."""
+    if dtype not in (None, "auto"):
+        return str(dtype)
+    try:
+        import torch
+
+        if torch.cuda.is_available():  # a device count, no context
+            return "bfloat16"
+    except Exception:  # noqa: BLE001 - no usable torch: let vLLM decide
+        pass
+    return "auto"
 
 
 def _context(llm) -> int | None:
