@@ -238,6 +238,8 @@ engine = "hf"
 mode = "fixed-pool"
 pool = "reasoning-gym:basic_arithmetic,chain_sum"
 pool_size = 2
+[sandbox]
+call_timeout = 30.0   # importing reasoning-gym in the sandbox is slow on a busy machine
 [validate]
 seeds = 1
 [rollout]

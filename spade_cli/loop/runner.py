@@ -180,7 +180,8 @@ class Loop:
         try:
             self.check_config()
             summaries = []
-            bar = progress_bar("spade-loop", total=None, unit="stage")
+            total = sum(len(round_stages(self.cfg, r)) for r in range(1, self.cfg.rounds + 1))
+            bar = progress_bar("spade-loop", total=total, unit="stage")
             for r in range(1, self.cfg.rounds + 1):
                 rnd = Round(self.cfg, r)
                 stages = rnd.stages()
