@@ -22,7 +22,7 @@ class ScriptedEngine:
     """`reply(first_user_message, turn)` gives the text of generation `turn` (0-based)
     of the conversation; the reply is tokenised and ended with <|im_end|>, as a model that
     ends its turn would. Every decoded prompt is kept in `prompts`, every batch size in
-    `batches`."""
+    `batches`, every row's Sampling in `samplings`."""
 
     name, model = "scripted", "scripted"
 
@@ -32,6 +32,7 @@ class ScriptedEngine:
         self.max_model_len = max_model_len
         self.prompts: list[str] = []
         self.batches: list[int] = []
+        self.samplings: list = []
         self.end = tokenizer.convert_tokens_to_ids(END)
 
     def chat_ids(self, messages, tools=None):
@@ -42,6 +43,7 @@ class ScriptedEngine:
 
     def generate(self, prompts, sampling):
         self.batches.append(len(prompts))
+        self.samplings += sampling if isinstance(sampling, list) else [sampling] * len(prompts)
         out = []
         for p in prompts:
             text = self.tokenizer.decode(p)
