@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-
-import pytest
-
 import threading
 import time
+
+import pytest
 
 from spade_cli.engines import Generation, Sampling, parse_tool_calls
 from spade_cli.envs.actions import DEFAULT_MAX_TURNS, reply_actions, turn_limit
