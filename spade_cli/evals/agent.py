@@ -116,7 +116,6 @@ class TaskEpisode(Episode):
         self.t_end = self.t_end or time.monotonic()
 
     def spawn(self, cfg) -> None:
-        self.t_start = time.monotonic()
         task = self.job.task
         try:
             with contextlib.nullcontext() if task.parallel else _SERIAL:
@@ -125,6 +124,8 @@ class TaskEpisode(Episode):
             self.spawn_error = e
 
     def begin(self, fmt, prompt, timeout: float) -> None:
+        # A sample's `seconds` run from here: its environment may have been built ahead.
+        self.t_start = time.monotonic()
         if self.spawn_error is not None:
             e = self.spawn_error
             self.finish("env_error", f"reset: {type(e).__name__}: {e}")
