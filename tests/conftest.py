@@ -101,3 +101,11 @@ def worker_start(request, monkeypatch) -> str:
     else:
         monkeypatch.delenv("SPADE_SANDBOX_FORK", raising=False)
     return request.param
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model):
+    """The tiny model's tokenizer (ChatML with Qwen-style tools), for token-level doubles."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_model))

@@ -16,6 +16,7 @@ from spade_cli.evals.agent import run_oracle
 from spade_cli.evals.base import pass_at_k, task_stats
 
 from .conftest import run_cli
+from .scripted_engine import ScriptedEngine, first_user_message
 
 
 def _has(module: str) -> bool:
@@ -284,32 +285,6 @@ def test_memory_suite_reads_a_memory_file(tmp_path):
 # --------------------------------------------------------------------------- the model path
 
 
-class ScriptedEngine:
-    """An engine whose replies are fixed texts in the native tool-call format: it drives
-    the *model* agent loop (prompts, batching, parse_tool_calls, text actions) with known
-    answers, so a perfect script must score 100% through that path too."""
-
-    name, model, max_model_len = "scripted", "scripted", 10**9
-
-    def __init__(self, scripts: dict[str, list[str]]):
-        from spade_cli.engines import parse_tool_calls
-
-        self.scripts, self.convs, self.batches = scripts, [], []
-        self.parse_tool_calls = parse_tool_calls
-
-    def chat_ids(self, messages, tools=None):
-        first = next(m["content"] for m in messages if m["role"] == "user")
-        self.convs.append((first, sum(m["role"] == "assistant" for m in messages)))
-        return [len(self.convs) - 1]
-
-    def generate(self, prompts, sampling):
-        from spade_cli.engines import Generation
-
-        self.batches.append(len(prompts))
-        return [Generation(self.scripts[self.convs[p[0]][0]][self.convs[p[0]][1]], p, [0, 0], None, "stop")
-                for p in prompts]
-
-
 def _script(actions: list) -> list[str]:
     """Oracle actions as model replies: a group of calls is one reply of <tool_call> blocks;
     a text action comes after some thinking that must not reach the environment."""
@@ -325,25 +300,40 @@ def _script(actions: list) -> list[str]:
 @needs_bfcl
 @needs_rg
 @needs_ta
-def test_model_loop_with_perfect_replies_scores_100():
+def test_model_loop_with_perfect_replies_scores_100(tiny_tokenizer):
+    """The model path (ModelAgent's token prompts, batching, parse_tool_calls, text actions,
+    miss_func's tool reveal) with known answers: a perfect script must score 100%."""
     from spade_cli.engines import Sampling
     from spade_cli.evals.agent import run_model
 
-    tasks = (build_tasks(["bfcl:base"], 6) + build_tasks(["reasoning-gym"], 18)
-             + build_tasks(["textarena:GuessTheNumber-v0,TowerOfHanoi-v0,Sudoku-v0-very-easy"], 3))
-    scripts = {}
-    for t in tasks:
+    candidates = (build_tasks(["bfcl:miss_func"], 3) + build_tasks(["bfcl:base"], 12)
+                  + build_tasks(["reasoning-gym"], 18)
+                  + build_tasks(["textarena:GuessTheNumber-v0,TowerOfHanoi-v0,Sudoku-v0-very-easy"], 3))
+    tasks, scripts, held_out = [], {}, {}
+    for t in candidates:
         env = t.make_env()
         obs, info = env.reset(seed=t.seed)
-        assert obs not in scripts
+        if obs in scripts:  # a miss_func entry asks what a base entry asks: keep one
+            assert t.suite == "bfcl"
+            continue
+        tasks.append(t)
         scripts[obs] = _script(t.oracle(env, obs, info))
+        if getattr(env, "holdout", None):
+            held_out[obs] = [f'"name": "{f["name"]}"' for fs in env.holdout.values() for f in fs]
         env.close()
-    eng = ScriptedEngine(scripts)
+    assert held_out  # miss_func entries reveal functions mid-episode
+    eng = ScriptedEngine(tiny_tokenizer, lambda first, turn: scripts[first][turn])
     results = run_model(eng, tasks, 1, Sampling(temperature=0.0, max_tokens=8), seed=0)
     _all_pass(tasks, results)
     assert max(eng.batches) == len(tasks)  # every episode in flight shares one generation
     bfcl_turns = results[0][0]["turns"]
     assert any(t["action"].startswith('{"name"') for t in bfcl_turns)
+    # A revealed function is in the tool list of the prompts after its reveal, not before.
+    tool_list = lambda prompt: prompt[prompt.index("<tools>\n"):prompt.index("\n</tools>")]  # noqa: E731
+    for first, names in held_out.items():
+        prompts = [p for p in eng.prompts if first_user_message(p) == first]
+        assert not any(n in tool_list(prompts[0]) for n in names)
+        assert all(n in tool_list(prompts[-1]) for n in names)
 
 
 # --------------------------------------------------------------------------- fixed pool

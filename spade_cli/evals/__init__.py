@@ -12,7 +12,7 @@ Suites (`--suite NAME` or `NAME:item,item` to pick categories / families / games
   memory         an environment memory file (--memory FILE), sandboxed
 
 Every suite is a list of `Task`s whose environments follow the environment contract, so
-one agent loop plays them all (agent.py); `oracle=True` plays each task's privileged
+one agent loop plays them all (spade-rollout's, through agent.py); `oracle=True` plays each task's privileged
 solution instead of the model, which must score 100% (the harness check).
 """
 
@@ -139,8 +139,7 @@ def run_eval(suites: list[str], engine=None, n: int = 20, seed: int = 0, samples
             on_record(rec)  # streamed in task order as tasks finish
 
     if oracle:
-        for i, episodes in enumerate(run_oracle(tasks)):
-            emit(i, episodes)
+        run_oracle(tasks, max_in_flight=max_in_flight, on_task=emit)
     else:
         run_model(engine, tasks, samples, sampling, seed, max_in_flight=max_in_flight,
                   max_turns=max_turns, on_task=emit)

@@ -4,7 +4,7 @@ A suite turns its benchmark into `Task`s. Each task builds an *environment* that
 the project's environment contract (prompts/contract.md): `metadata` with `name`, `max_turns` and
 optional `tools`, `reset(seed) -> (observation, info)` and `step(action) -> (observation,
 reward, terminated, truncated, info)`, returns in [0, 1]. The same agent loop then drives
-every suite (agent.py), a benchmark's own scorer decides the reward, and an oracle (a
+every suite (spade-rollout's, through agent.py), a benchmark's own scorer decides the reward, and an oracle (a
 task's privileged list of actions) proves that the harness can reach a perfect score.
 
 Two small extensions of the contract, used only by the in-process suite adapters:
@@ -12,6 +12,9 @@ Two small extensions of the contract, used only by the in-process suite adapters
   answer-format instruction);
 - `info["tools"]` returned by `step`: the tool list changes from now on (BFCL's
   miss-function category reveals held-out functions at a later user turn).
+Two attributes tell the agent loop (which starts and steps episodes on a thread pool)
+how far it may go: `env.threadsafe = False` makes every call of that environment take
+one shared lock, and a task not marked `parallel` builds its environment under it.
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ class Task:
     # suite has no oracle for this task.
     oracle: Callable[[Any, str, dict], list[str] | None] | None = None
     meta: dict = field(default_factory=dict)
-    # Start (and, for the oracle, play) in a worker thread: the environment mostly waits
-    # on a subprocess (the sandbox), so starting many at once overlaps their start-up.
+    # Build the environment outside the shared lock: it mostly waits on a subprocess
+    # (the sandbox), so starting many at once overlaps their start-up.
     parallel: bool = False
 
 

@@ -170,7 +170,9 @@ def _cleanup(prefix: str) -> None:
 class BFCLEnv:
     """One BFCL multi-turn entry as a tool-use environment (see the module docstring)."""
 
-    threadsafe = True
+    # BFCL's executor keeps each entry's instances in a module's globals, which cleanup
+    # edits: episodes take turns (the agent loop steps them on a thread pool).
+    threadsafe = False
 
     def __init__(self, entry: dict, ground_truth: list[list[str]]):
         from bfcl_eval.constants.default_prompts import (
@@ -188,8 +190,11 @@ class BFCLEnv:
         self.methods = _method_names(self.entry["involved_classes"])
         self.metadata = {
             "name": f"bfcl/{self.entry['id']}",
-            # Every user turn may take up to step_limit tool calls plus the closing answer.
-            "max_turns": len(self.turns) * (self.step_limit + 2),
+            # The environment ends every episode itself (BFCL's step limit per user turn
+            # counts generations, each of which may hold several calls); this bounds step
+            # calls (the turn rule) as a backstop, with room for an average of four calls
+            # per generation (one ground-truth turn holds 34 calls).
+            "max_turns": len(self.turns) * 4 * (self.step_limit + 1),
             "tools": tool_specs(self.entry["function"]),
         }
         with _lock:

@@ -6,6 +6,7 @@
         ...
 
 - runner.py: the stage (scheduling, batching, seeds, records, summary statistics)
+  (`job_factory` feeds it other items: spade-eval's tasks, `evals/agent.py`)
 - episode.py: one episode's state machine, action extraction, stop reasons
 - trajectory.py: exact token trajectories (prompt ids, completion ids, env mask, logprobs)
 - agents.py: the prompt template, the model agent, the replay agent

@@ -15,7 +15,6 @@ import tomllib
 from pathlib import Path
 
 from ..errors import UsageError
-from ..records import seed_for
 from ..settings import read_toml
 from .trajectory import ChatFormat, NoTokens, tool_call_message
 
@@ -75,16 +74,13 @@ class ModelAgent:
             # The last turn may not outgrow the context budget; episodes with room for a
             # full reply share one sampling key, so they stay in one batch.
             room = max(0, min(self.sampling.max_tokens, max_context - len(ctx)))
-            # A seed per (episode, turn): reruns with the same --seed sample the same.
-            s = seed_for(self.seed, "rollout-sample",
-                         f"{ep.job.id}/{ep.condition}/{ep.index}/{ep.generations}")
             prompts.append(ctx)
-            samplings.append(replace(self.sampling, max_tokens=room, seed=s))
+            samplings.append(replace(self.sampling, max_tokens=room, seed=ep.sampling_seed(self.seed)))
         return self.engine.generate(prompts, samplings)
 
 
 class ReplayAgent:
-    """Plays each episode's `info["solution"]`, one action per turn: the harness test and
+    """Plays each episode's `info["solution"]`, one item per generation: the harness test and
     an environment debugger. With a tokenizer (`--model`) the actions go through the same
     path as a model's: tool calls are written in the model's native markup by its chat
     template and parsed back with `parse_tool_calls`, tokens are recorded (no logprobs).
@@ -127,16 +123,20 @@ class ReplayAgent:
 
         out = []
         for ep in episodes:
-            i = len(ep.turns)
-            action = str(ep.solution[i]) if i < len(ep.solution) else ""
-            text = action
+            # One solution item per generation; an item that is a list of tool calls is
+            # one reply holding all of them (parallel calls, as a model may write).
+            i = ep.generations
+            item = ep.solution[i] if i < len(ep.solution) else ""
+            group = [str(a) for a in item] if isinstance(item, list) else [str(item)]
+            text = "\n".join(group)
             if ep.tools:
                 try:
-                    call = json.loads(action)
-                    msg = tool_call_message([{"name": call["name"], "arguments": call.get("arguments") or {}}])
+                    calls = [json.loads(a) for a in group]
+                    msg = tool_call_message([{"name": c["name"], "arguments": c.get("arguments") or {}}
+                                             for c in calls])
                     text = self.format.assistant_text(ep.system, ep.tools, msg)
-                except (ValueError, KeyError, TypeError):
-                    pass  # not a tool call: played as plain text
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    pass  # not tool calls: played as plain text
             ids = self.format.encode(text) + self.format.end_ids()
             out.append(Generation(text, ep.traj.context(), ids, None, "stop"))
         return out

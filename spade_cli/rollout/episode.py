@@ -64,6 +64,14 @@ class Episode:
     def condition(self) -> str:
         return "hint" if self.hinted else "nohint"
 
+    def sampling_seed(self, base: int) -> int:
+        """The model's sampling seed for this episode's next generation, from the agent's
+        `base` seed: one per (candidate, condition, episode, turn), so reruns with the same
+        --seed sample the same. A driver with its own seed scheme overrides it."""
+        from ..records import seed_for
+
+        return seed_for(base, "rollout-sample", f"{self.job.id}/{self.condition}/{self.index}/{self.generations}")
+
     def finish(self, stop: str, detail: str | None = None) -> None:
         if self.stop is None:
             self.stop, self.detail = stop, detail

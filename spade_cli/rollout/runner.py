@@ -138,6 +138,7 @@ def run_rollouts(
     prompt: Prompt | None = None,
     stats: RolloutStats | None = None,
     on_episode: Any = None,
+    job_factory: Any = None,
 ) -> Iterator[dict]:
     """Play k no-hint and k hinted episodes on every valid candidate (validation.valid
     and env.code); yield every candidate, in input order, with `rollouts` added to the
@@ -153,7 +154,12 @@ def run_rollouts(
     batch in equal steps, so generation starts once a fraction of the sandboxed workers
     are up and the others start meanwhile (a fixed schedule: batches stay
     deterministic). Off by default: on a CPU the early small batches cost more than the
-    overlap saves (bench/bench_rollout.py --ramp 4)."""
+    overlap saves (bench/bench_rollout.py --ramp 4).
+
+    `job_factory(item, k, seed, max_turns, episode_timeout)` replaces `Job` for drivers
+    whose items are not candidate records (spade-eval's tasks): it gives `.active`,
+    `.episodes` (Episode subclasses), `.left` and `.output(agent_info, k)`, what is
+    yielded for the item."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
@@ -196,7 +202,7 @@ def run_rollouts(
             except StopIteration:
                 exhausted = True
                 return
-            job = Job(rec, k, seed, max_turns, episode_timeout)
+            job = (job_factory or Job)(rec, k, seed, max_turns, episode_timeout)
             stats.candidates += 1
             if job.active:
                 stats.envs += 1
