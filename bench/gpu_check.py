@@ -285,7 +285,7 @@ def _grpo_step(role: str, ctx: dict) -> dict:
     import torch
     from transformers import AutoTokenizer
 
-    from spade_cli.train.config import TrainConfig
+    from spade_cli.train.config import TrainJob
     from spade_cli.train.grpo import run
 
     model = ctx["work"] / "realistic"
@@ -293,9 +293,9 @@ def _grpo_step(role: str, ctx: dict) -> dict:
     data = write_jsonl(ctx["work"] / f"{role}-samples.jsonl", _stored_samples(role, ctx, vocab))
     s = ctx["shapes"]
     rows = s["groups"] * s["group"]
-    cfg = TrainConfig(model=str(model), output_dir=str(ctx["work"] / f"grpo-{role}"), inputs=[str(data)], role=role,
-                      per_device_batch_size=rows, group_size=s["group"], learning_rate=1e-4, bf16=ctx["bf16"],
-                      seed=0, overwrite=True)
+    cfg = TrainJob(model=str(model), output_dir=str(ctx["work"] / f"grpo-{role}"), inputs=[str(data)], role=role,
+                   per_device_batch_size=rows, group_size=s["group"], learning_rate=1e-4, bf16=ctx["bf16"],
+                   seed=0, overwrite=True)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     info = run(cfg)

@@ -48,7 +48,8 @@ def _set_quiet(value: bool) -> bool:
 def _load_config(ctx: typer.Context, param: Any, value: Path | None) -> Path | None:
     """Option defaults from TOML: the tables of the command's settings groups (`[design]`,
     `[model]`, `[sandbox]`: the layout of spade-loop's config, so a run's config file
-    serves a single stage too), or, in a file without them, top-level keys."""
+    serves a single stage too); for a command without groups, its own table (`[cat]`) or
+    top-level keys."""
     if value is None:
         return value
     data = read_toml(value)
@@ -62,7 +63,10 @@ def _load_config(ctx: typer.Context, param: Any, value: Path | None) -> Path | N
         cli_names = {f.name for f in st.fields_of(cls) if f.opt.cli}
         defaults.update({k: v for k, v in values.items() if k in cli_names})
     if not tables:
-        for key, val in data.items():
+        # A command without settings groups: its own table (`[cat]`), else top-level keys.
+        own = data.get(prog().removeprefix("spade-"))
+        plain = own if isinstance(own, dict) else data
+        for key, val in plain.items():
             if isinstance(val, dict):
                 continue
             name = key.replace("-", "_")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from spade_cli.envs.library import library_dir, load_library
 from spade_cli.loop.config import load_config
-from spade_cli.loop.runner import Loop, Round
+from spade_cli.loop.recipe import round_stages
+from spade_cli.loop.runner import Round
 from spade_cli.memory import load_memory
 
 ENVS = Path(__file__).parent / "data" / "envs"
@@ -34,8 +35,8 @@ def test_loop_uses_the_library_of_spade_env_library(tmp_path, monkeypatch):
     assert library_dir() == lib and {e["name"] for e in load_library()} == {"guess-number", "nim-single-heap"}
     cfg = load_config(None, {"runs_dir": str(tmp_path / "runs"),
                              "baseline": {"mode": "fixed-pool", "pool": "library"}})
-    loop = Loop(cfg)
-    pool = next(s for s in loop.stages(Round(cfg, 1, "m"), None) if s.name == "pool")
-    assert pool.argv[:3] == ["memory", "pool", str(lib)]
-    memory = load_memory(str(loop.initial_memory()))
+    stages = {s.name: s for s in round_stages(cfg, 1)}
+    assert stages["pool"].argv()[:3] == ["memory", "pool", str(lib)]
+    Round(cfg, 1).run(stages["memory-init"])  # `spade-memory init`, in a child process
+    memory = load_memory(str(stages["memory-init"].outputs[0]))
     assert sorted(e["name"] for e in memory) == ["guess-number", "nim-single-heap"]
