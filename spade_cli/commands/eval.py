@@ -78,7 +78,7 @@ def eval(
     with open_output(output, zstd) as out:
         records, summ = run_eval(
             specs, eng, n=settings.num_items, seed=seed, samples=settings.samples,
-            sampling=sampling, memory=memory, oracle=oracle, unsafe=sandbox.unsafe_no_sandbox,
+            sampling=sampling, memory=memory, oracle=oracle, sandbox=sandbox.config(),
             max_in_flight=settings.batch, max_turns=settings.max_turns, on_record=out.write,
         )
     summ["seconds"] = round(time.perf_counter() - t0, 3)

@@ -67,7 +67,7 @@ def check_suites(suites: list[str]) -> list[tuple[str, list[str] | None]]:
 
 
 def build_tasks(suites: list[str], n: int, seed: int = 0, memory: str | None = None,
-                unsafe: bool = False) -> list[Task]:
+                sandbox=None) -> list[Task]:
     """The tasks of every suite, in order: `n` per suite (bfcl: n=0 means all 800)."""
     specs = check_suites(suites)  # all names and packages checked before anything loads
     out: list[Task] = []
@@ -87,11 +87,11 @@ def build_tasks(suites: list[str], n: int, seed: int = 0, memory: str | None = N
         elif name == "library":
             from . import pools
 
-            out += pools.library_tasks(n, seed, subset, unsafe=unsafe)
+            out += pools.library_tasks(n, seed, subset, sandbox=sandbox)
         elif name == "memory":
             from . import pools
 
-            out += pools.memory_tasks(memory, n, seed, subset, unsafe=unsafe)
+            out += pools.memory_tasks(memory, n, seed, subset, sandbox=sandbox)
     return out
 
 
@@ -110,7 +110,7 @@ def eval_records(tasks: list[Task], results: list[list[dict]], agent: dict, seed
 
 def run_eval(suites: list[str], engine=None, n: int = 20, seed: int = 0, samples: int = 1,
              sampling=None, memory: str | None = None, oracle: bool = False,
-             unsafe: bool = False, max_in_flight: int = 64, max_turns: int | None = None,
+             sandbox=None, max_in_flight: int = 64, max_turns: int | None = None,
              on_record: Callable[[dict], None] | None = None) -> tuple[list[dict], dict]:
     """Evaluate `engine` (or the oracle) on `suites`; returns (eval records, summary).
 
@@ -119,7 +119,7 @@ def run_eval(suites: list[str], engine=None, n: int = 20, seed: int = 0, samples
     This is the entry point for per-round evaluation in spade-loop."""
     from .agent import run_model, run_oracle
 
-    tasks = build_tasks(suites, n, seed, memory=memory, unsafe=unsafe)
+    tasks = build_tasks(suites, n, seed, memory=memory, sandbox=sandbox)
     if oracle:
         agent = {"kind": "oracle"}
     else:

@@ -78,22 +78,25 @@ def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list
     return out
 
 
-def sandbox_config(unsafe: bool = False):
+def sandbox_config(sandbox=None):
+    """The limits pool environments run under (`SandboxConfig()` by default); bwrap is
+    checked first unless the config is explicitly unsafe."""
     from ..sandbox import SandboxConfig, check_sandbox
 
-    if not unsafe:
+    sandbox = sandbox or SandboxConfig()
+    if not sandbox.unsafe:
         check_sandbox()
-    return SandboxConfig(unsafe=unsafe)
+    return sandbox
 
 
-def library_tasks(n: int, seed: int, subset: list[str] | None = None, unsafe: bool = False) -> list[Task]:
+def library_tasks(n: int, seed: int, subset: list[str] | None = None, sandbox=None) -> list[Task]:
     from ..envs.library import load_library
 
-    return _tasks("library", load_library(), n, seed, sandbox_config(unsafe), subset)
+    return _tasks("library", load_library(), n, seed, sandbox_config(sandbox), subset)
 
 
 def memory_tasks(path: str | None, n: int, seed: int, subset: list[str] | None = None,
-                 unsafe: bool = False) -> list[Task]:
+                 sandbox=None) -> list[Task]:
     from ..memory import load_memory
 
     if not path:
@@ -102,4 +105,4 @@ def memory_tasks(path: str | None, n: int, seed: int, subset: list[str] | None =
     if not entries:
         raise DataError(f"{path}: no environments in this memory file")
     entries = [{**e, "family": "memory"} for e in entries]
-    return _tasks("memory", entries, n, seed, sandbox_config(unsafe), subset)
+    return _tasks("memory", entries, n, seed, sandbox_config(sandbox), subset)
