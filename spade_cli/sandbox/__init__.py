@@ -92,24 +92,23 @@ What it does not cover
   code you trust or inside a disposable VM/container.
 """
 
-from typing import Annotated
+import importlib
 
-import typer
+# The session machinery is imported on first use, so importing `sandbox.options` (every
+# command that runs environments declares its options from it) stays cheap.
+_EXPORTS = {
+    "INSTALL_HINT": "config", "REASONS": "config", "EnvError": "config",
+    "SandboxConfig": "config", "check_sandbox": "config", "require_sandbox": "config",
+    "ForkServer": "forkserver",
+    "EnvSession": "session", "imap_pool": "session", "run_pool": "session", "warn_unsafe": "session",
+}
 
-from .config import INSTALL_HINT, REASONS, EnvError, SandboxConfig, check_sandbox, require_sandbox
-from .forkserver import ForkServer
-from .session import EnvSession, imap_pool, run_pool, warn_unsafe
+__all__ = sorted(_EXPORTS)
 
-UnsafeNoSandbox = Annotated[bool, typer.Option(
-    "--unsafe-no-sandbox",
-    help="Run designer code WITHOUT the bubblewrap sandbox (rlimits only). Dangerous: "
-         "only for trusted code or inside a disposable VM/container.")]
 
-SandboxPackages = Annotated[list[str] | None, typer.Option(
-    "--sandbox-package",
-    help="Another installed distribution the environments may import inside the sandbox "
-         "(repeatable; its dependencies come along), e.g. reasoning-gym for its fixed pool.")]
-
-__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "ForkServer", "SandboxConfig", "SandboxPackages",
-           "UnsafeNoSandbox",
-           "check_sandbox", "imap_pool", "require_sandbox", "run_pool", "warn_unsafe"]
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
