@@ -7,9 +7,9 @@ Commands run in shell loops and Slurm jobs, so the time before they read their f
 matters. Measured for each command: `--help`, and an empty input on stdin (`</dev/null`),
 through the installed console script and through `python -m spade_cli`; next to them the
 floors: `python3 -c pass`, `python3 -c 'import typer'` and a one-option Typer app (the
-argument parser every command is built on). Printed: seconds (median, best) and the ratio of the median to `python3 -c
-pass` (CPU seconds too: on a loaded machine
-they vary less than wall time). Target: 0.1 s or less for `--help` and an empty input.
+argument parser every command is built on). Printed: seconds (median, best), CPU seconds
+(on a loaded machine they vary less than wall time) and the ratio of the median to
+`python3 -c pass`. Target: 0.1 s or less for `--help` and an empty input.
 
 The console scripts are run from the interpreter's own bin directory (not through a pyenv
 shim, whose bash wrapper alone costs more than the budget) with PYTHONPATH set to this
