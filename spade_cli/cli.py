@@ -135,6 +135,8 @@ def make_app(help: str) -> typer.Typer:
         help=help,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # Plain help: rendering it with rich would cost more start-up than the command.
+        rich_markup_mode=None,
         no_args_is_help=False,
         context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     )

@@ -32,8 +32,10 @@ import tokenize
 from collections.abc import Set
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 SHINGLE = 5
 THRESHOLD = 0.8
@@ -221,16 +223,25 @@ def jaccard(a: Set[int], b: Set[int]) -> float:
 
 # --------------------------------------------------------------------------- index
 
-_rng = np.random.default_rng(0x5ADE)  # fixed: signatures must agree across processes
-_A = _rng.integers(1, _PRIME, NUM_PERM, dtype=np.uint64)
-_B = _rng.integers(0, _PRIME, NUM_PERM, dtype=np.uint64)
+@lru_cache(maxsize=1)
+def _permutations() -> tuple[np.ndarray, np.ndarray]:
+    # numpy is imported on first use: commands that never compare code start faster.
+    import numpy as np
+
+    rng = np.random.default_rng(0x5ADE)  # fixed: signatures must agree across processes
+    a = rng.integers(1, _PRIME, NUM_PERM, dtype=np.uint64)
+    b = rng.integers(0, _PRIME, NUM_PERM, dtype=np.uint64)
+    return a, b
 
 
 def minhash(sh: Set[int]) -> np.ndarray:
+    import numpy as np
+
+    a, b = _permutations()
     x = np.fromiter(sh, dtype=np.uint64, count=len(sh))
     if x.size == 0:
         return np.zeros(NUM_PERM, dtype=np.uint64)
-    return ((np.outer(x, _A) + _B) % np.uint64(_PRIME)).min(axis=0)
+    return ((np.outer(x, a) + b) % np.uint64(_PRIME)).min(axis=0)
 
 
 @dataclass

@@ -132,7 +132,7 @@ def doc_source(doc: dict) -> str:
 
 
 @dataclass
-class Prompt:
+class DesignPrompt:
     messages: list[dict]
     ids: list[int]
     doc_text: str | None
@@ -141,7 +141,7 @@ class Prompt:
 
 def build_prompt(engine: Engine, template: Template, contract: str, doc: dict | None,
                  exemplars: list[dict], listing_text: str, round_: int,
-                 doc_tokens: int, max_prompt_tokens: int) -> Prompt:
+                 doc_tokens: int, max_prompt_tokens: int) -> DesignPrompt:
     """The designer's messages for one document, fitted to `max_prompt_tokens`."""
     doc_text = excerpt(doc["text"], doc_tokens, engine.tokenizer) if doc is not None else None
     exemplars = list(exemplars)
@@ -163,7 +163,7 @@ def build_prompt(engine: Engine, template: Template, contract: str, doc: dict | 
         ids = engine.chat_ids(messages)
         over = len(ids) - max_prompt_tokens
         if over <= 0:
-            return Prompt(messages, ids, doc_text, [e.get("name") or e.get("id") for e in exemplars])
+            return DesignPrompt(messages, ids, doc_text, [e.get("name") or e.get("id") for e in exemplars])
         if exemplars:
             exemplars.pop()
         elif len(listing_lines) > 4:

@@ -83,8 +83,35 @@ def progress(it: Iterable[T], desc: str, total: int | None = None, unit: str = "
     return tqdm(it, desc=desc, total=total, unit=unit, file=sys.stderr, leave=False)
 
 
+class _NoBar:
+    """What progress_bar gives when no bar is shown: tqdm's calls, doing nothing (and
+    tqdm not imported)."""
+
+    total: float | None = None
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: float = 1) -> None:
+        return None
+
+    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+        return None
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
 def progress_bar(desc: str, total: int | None = None, unit: str = "it") -> Any:
+    disable = _state["quiet"] or not sys.stderr.isatty()
+    if disable:
+        return _NoBar()
     from tqdm import tqdm
 
-    disable = _state["quiet"] or not sys.stderr.isatty()
     return tqdm(desc=desc, total=total, unit=unit, disable=disable, file=sys.stderr, leave=False)

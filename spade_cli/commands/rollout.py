@@ -77,10 +77,10 @@ def rollout(
     engine: EngineOptions,
     sandbox: SandboxOptions,
 ) -> None:
-    from ..rollout import ModelAgent, Prompt, ReplayAgent, RolloutStats, run_rollouts
+    from ..rollout import AgentPrompt, ModelAgent, ReplayAgent, RolloutStats, run_rollouts
     from ..sandbox import check_sandbox
 
-    the_prompt = Prompt(settings.prompt)
+    the_prompt = AgentPrompt(settings.prompt)
     reader = RecordReader(inputs or ["-"], kind="candidate")
     stream = itertools.chain(reader, _replay_records(replay or []))
     records = select(stream, shard, limit)

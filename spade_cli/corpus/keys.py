@@ -14,9 +14,12 @@ merge of written samples compares the same numbers).
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..records import stable_hash
+
+if TYPE_CHECKING:
+    import numpy as np
 
 KEY_BITS = 53
 KEY_LIMIT = 1 << KEY_BITS  # larger than every key: "the reservoir is not full yet"
@@ -33,6 +36,8 @@ def file_seed(seed: int, name: str) -> int:
 
 def keys_for(fseed: int, start: int, count: int) -> np.ndarray:
     """Keys of the documents numbered start .. start+count-1 of a file (uint64 < 2**53)."""
+    import numpy as np
+
     with np.errstate(over="ignore"):
         z = np.arange(start, start + count, dtype=np.uint64)
         z *= np.uint64(_GOLDEN)

@@ -27,14 +27,11 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import numpy as np
 import orjson
 
 from ..errors import DataError
@@ -242,6 +239,10 @@ class Scanner:
         chunk_off = 0  # stream offset of this chunk's first byte
         head: list[bytes] = []  # the unfinished line carried over from earlier chunks
         for chunk in _coalesce(iter_chunks(src.path)):
+            # Imported with the first chunk (then a dict lookup per multi-megabyte chunk):
+            # an empty input never pays for numpy.
+            import numpy as np
+
             size = len(chunk)
             ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
             nl = len(ends)
@@ -276,6 +277,7 @@ class Scanner:
                 self._consider_json(key, b"".join(head), src, base_line + 1, chunk_off - sum(map(len, head)))
 
     def _scan_parquet(self, src: Source) -> None:
+        import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -405,6 +407,9 @@ def sample(plan: Plan, opts: Options, jobs: int = 1,
     else:
         # Workers share each pool's best threshold so far: a file read late skips as
         # much as it would in one process. Any stale value is still a valid bound.
+        import multiprocessing
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
         ctx = multiprocessing.get_context("fork")
         shared = ctx.RawArray("q", [KEY_LIMIT] * len(plan.pools))
         with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,

@@ -152,7 +152,7 @@ def check_step(out: object) -> tuple[str, float, bool, bool]:
 
 
 @dataclass
-class Episode:
+class CheckEpisode:
     seed: int
     policy: str
     observation: str = ""
@@ -197,11 +197,11 @@ def session_metadata(session) -> object:
 
 
 def run_episode(session, seed: int, policy: Policy | list[str], max_turns: int, name: str,
-                rng_seed: int = 0) -> Episode:
+                rng_seed: int = 0) -> CheckEpisode:
     """Reset with `seed`, then act until the episode ends or `max_turns` actions were taken
     (a list policy plays its actions in order and stops when it runs out)."""
     obs, hint, solution = check_reset(call(session, "reset", seed=seed))
-    ep = Episode(seed, name, obs, hint, solution)
+    ep = CheckEpisode(seed, name, obs, hint, solution)
     rng = random.Random(rng_seed)
     for turn in range(max_turns):
         if isinstance(policy, list):
@@ -219,7 +219,7 @@ def run_episode(session, seed: int, policy: Policy | list[str], max_turns: int, 
     return ep
 
 
-def check_return(ep: Episode) -> None:
+def check_return(ep: CheckEpisode) -> None:
     if not -RETURN_EPS <= ep.ret <= 1 + RETURN_EPS:
         raise Rejected("reward_out_of_range",
                        f"seed {ep.seed}, {ep.policy} policy: the return is {ep.ret:g}, outside [0, 1]")
@@ -231,19 +231,19 @@ def check_solution_fits(solution: list[str], max_turns: int, seed: int) -> None:
                                      f"but max_turns is {max_turns}")
 
 
-def check_feasible(ep: Episode) -> None:
+def check_feasible(ep: CheckEpisode) -> None:
     if not ep.solved:
         raise Rejected("infeasible", f"seed {ep.seed}: playing info['solution'] "
                                      f"({len(ep.solution)} actions) returns {ep.ret:g}, not 1")
 
 
-def check_solution_terminates(ep: Episode) -> None:
+def check_solution_terminates(ep: CheckEpisode) -> None:
     if not ep.terminated:
         raise Rejected("never_terminates", f"seed {ep.seed}: the solution reaches return "
                                            f"{ep.ret:g} but the episode does not terminate")
 
 
-def check_ends(ep: Episode, max_turns: int) -> None:
+def check_ends(ep: CheckEpisode, max_turns: int) -> None:
     if not ep.ended:
         raise Rejected("never_terminates", f"seed {ep.seed}, {ep.policy} policy: no "
                                            f"termination or truncation after {max_turns} turns")
@@ -256,7 +256,7 @@ def check_same_reset(a: tuple, b: tuple, seed: int) -> None:
                                                f"gave different {what}s")
 
 
-def check_same_episode(a: Episode, b: Episode) -> None:
+def check_same_episode(a: CheckEpisode, b: CheckEpisode) -> None:
     for what in ("observation", "hint", "solution"):
         if getattr(a, what) != getattr(b, what):
             raise Rejected("nondeterministic", f"seed {a.seed}: reset() gave a different "
@@ -358,7 +358,7 @@ def run_checks(session, seeds: list[int]) -> dict:
     meta = check_metadata(session_metadata(session))
     turns = meta["max_turns"]
     solved: dict[str, int] = {}
-    first: list[Episode] = []
+    first: list[CheckEpisode] = []
     for k, seed in enumerate(seeds):
         first_reset = check_reset(call(session, "reset", seed=seed))
         check_same_reset(first_reset, check_reset(call(session, "reset", seed=seed)), seed)

@@ -29,11 +29,11 @@ class SandboxEnv:
         self.session = EnvSession(code, cfg)
         self.metadata = dict(self.session.metadata or {})
         try:  # the agent prompt spade-rollout uses, so eval and training see the same framing
-            from ..rollout import Prompt
+            from ..rollout import AgentPrompt
         except ImportError:
-            Prompt = None
-        if Prompt is not None:
-            self.metadata["system"] = Prompt().system(
+            AgentPrompt = None
+        if AgentPrompt is not None:
+            self.metadata["system"] = AgentPrompt().system(
                 self.metadata.get("name") or "environment", turn_limit(self.metadata.get("max_turns")),
                 bool(self.metadata.get("tools")))
 

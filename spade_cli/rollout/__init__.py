@@ -12,9 +12,9 @@
 - agents.py: the prompt template, the model agent, the replay agent
 """
 
-from .agents import ModelAgent, Prompt, ReplayAgent
+from .agents import AgentPrompt, ModelAgent, ReplayAgent
 from .episode import DEFAULT_MAX_TURNS, action_text
 from .runner import RolloutStats, run_rollouts, summarise
 
-__all__ = ["DEFAULT_MAX_TURNS", "ModelAgent", "Prompt", "ReplayAgent", "RolloutStats", "action_text",
+__all__ = ["DEFAULT_MAX_TURNS", "ModelAgent", "AgentPrompt", "ReplayAgent", "RolloutStats", "action_text",
            "run_rollouts", "summarise"]

@@ -21,7 +21,7 @@ from .trajectory import ChatFormat, NoTokens, tool_call_message
 PROMPT_KEYS = ("system", "text_rules", "tool_rules", "hint")
 
 
-class Prompt:
+class AgentPrompt:
     """The agent's prompt template (spade_cli/prompts/agent.toml, or a user's file)."""
 
     def __init__(self, path: str | Path | None = None):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import seed_for
-from .agents import Prompt
+from .agents import AgentPrompt
 from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
 
 
@@ -135,7 +135,7 @@ def run_rollouts(
     batch_size: int = 64,
     workers: int = 8,
     ramp: int = 1,
-    prompt: Prompt | None = None,
+    prompt: AgentPrompt | None = None,
     stats: RolloutStats | None = None,
     on_episode: Any = None,
     job_factory: Any = None,
@@ -166,7 +166,7 @@ def run_rollouts(
 
     if k < 1:
         raise ValueError("k must be at least 1")
-    prompt = prompt or Prompt()
+    prompt = prompt or AgentPrompt()
     stats = stats if stats is not None else RolloutStats()
     cfg = sandbox_cfg or SandboxConfig()
     # The harness enforces the episode's wall time itself; the sandbox's own limit is a

@@ -9,9 +9,9 @@
     require_sandbox(unsafe)                # at command start: bwrap or exit 4 / loud warning
     run_pool(fn, items, max_workers)       # fn over items on threads, results in order
 
-The options users set (`--unsafe-no-sandbox`, `--sandbox-package`, `--call-timeout`,
-`--memory-mb`) are `options.SandboxOptions`; `SandboxOptions.config()` is their
-`SandboxConfig`.
+`UnsafeNoSandbox` is the shared `--unsafe-no-sandbox` typer option; pass its value as
+`SandboxConfig(unsafe=...)`. `SandboxPackages` (`--sandbox-package`) adds distributions
+to the jail: `SandboxConfig(packages=...)`.
 
 One EnvSession is one persistent worker process (`worker.py`) in a jail of its own,
 holding one environment instance, speaking JSON lines over its stdin/stdout: 40-65 µs
@@ -92,8 +92,23 @@ What it does not cover
   code you trust or inside a disposable VM/container.
 """
 
-from .config import INSTALL_HINT, REASONS, EnvError, SandboxConfig, check_sandbox, require_sandbox
-from .forkserver import ForkServer
-from .session import EnvSession, imap_pool, run_pool, warn_unsafe
+import importlib
 
-__all__ = ["INSTALL_HINT", "REASONS", "EnvError", "EnvSession", "ForkServer", "SandboxConfig", "check_sandbox", "imap_pool", "require_sandbox", "run_pool", "warn_unsafe"]
+# The session machinery is imported on first use, so importing `sandbox.options` (every
+# command that runs environments declares its options from it) stays cheap.
+_EXPORTS = {
+    "INSTALL_HINT": "config", "REASONS": "config", "EnvError": "config",
+    "SandboxConfig": "config", "check_sandbox": "config", "require_sandbox": "config",
+    "ForkServer": "forkserver",
+    "EnvSession": "session", "imap_pool": "session", "run_pool": "session", "warn_unsafe": "session",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

@@ -1,7 +1,7 @@
 """GRPO training of the designer and the agent on a round's stored samples (spade-train).
 
 - samples.py: scored candidate records -> groups of samples (designer / agent)
-- rollout.py: how stored samples enter TRL's GRPOTrainer (rollout_func, env_mask, rewards)
+- feeder.py: how stored samples enter TRL's GRPOTrainer (rollout_func, env_mask, rewards)
 - grpo.py:    model loading, the TRL run, metrics, the saved checkpoint
 - launch.py:  `accelerate launch` of one worker per process (multi-GPU / multi-node / CPU gloo)
 """

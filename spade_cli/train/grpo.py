@@ -1,7 +1,7 @@
 """GRPO on stored samples with TRL's GRPOTrainer: model loading, the run, the checkpoint.
 
 The loss is TRL's own (`GRPOTrainer._compute_loss`, every `loss_type` it offers); this
-module only feeds it stored samples (see rollout.py), sets the knobs, counts tokens for
+module only feeds it stored samples (see feeder.py), sets the knobs, counts tokens for
 `perf/tokens_per_second`, writes metrics under namespaced keys and saves a checkpoint the
 next round's engines load directly.
 """
@@ -20,7 +20,7 @@ from .. import timing
 from ..errors import DataError, ResourceError, UsageError
 from ..logs import log
 from .config import LOSS_TYPES, TrainJob
-from .rollout import StoredRollouts, quiet_padding_warning, stored_reward
+from .feeder import StoredRollouts, quiet_padding_warning, stored_reward
 from .samples import BuildStats, Sample, mix_groups, read_groups
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
