@@ -65,6 +65,9 @@ def validate(
         "--episode-timeout", min=0.1, help="Seconds one episode may take.")] = 60.0,
     memory_mb: Annotated[int, typer.Option(
         "--memory-mb", min=192, help="Address-space limit of a worker in MiB.")] = 512,
+    candidate_timeout: Annotated[float, typer.Option(
+        "--candidate-timeout", min=1.0, help="Seconds all checks of one candidate may take "
+        "together (verdict `timeout`).")] = 120.0,
     sandbox_package: SandboxPackages = None,
     unsafe_no_sandbox: Annotated[bool, typer.Option(
         "--unsafe-no-sandbox",
@@ -98,7 +101,8 @@ def validate(
     verdicts = validate_records(
         progress(select(reader, shard, limit), "validate"),
         lambda code: EnvSession(code, cfg),
-        seeds=seeds, seed=seed, workers=workers, memory=mem, near=near, stats=stats)
+        seeds=seeds, seed=seed, workers=workers, memory=mem, near=near, stats=stats,
+        candidate_timeout=candidate_timeout)
     with open_output(output, zstd) as out, \
             (RecordWriter(rejects) if rejects else nullcontext()) as rej:
         for rec in verdicts:

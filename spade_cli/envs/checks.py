@@ -187,6 +187,36 @@ def call(session, method: str, *args, **kwargs):
         raise
 
 
+class TimedSession:
+    """A session whose calls fail with `timeout` once the candidate's time budget is spent
+    (each call is also bounded by the sandbox's own call timeout)."""
+
+    def __init__(self, session, budget: float | None):
+        self.session = session
+        self.budget = budget
+        self.deadline = None if budget is None else time.monotonic() + budget
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+    def _check(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise Rejected("timeout", f"the checks took more than the candidate's budget "
+                                      f"of {self.budget:g}s")
+
+    def reset(self, *args, **kwargs):
+        self._check()
+        return self.session.reset(*args, **kwargs)
+
+    def step(self, *args, **kwargs):
+        self._check()
+        return self.session.step(*args, **kwargs)
+
+    def renew(self, *args, **kwargs):
+        self._check()
+        return self.session.renew(*args, **kwargs)
+
+
 def session_metadata(session) -> object:
     try:
         return session.metadata
@@ -304,7 +334,8 @@ def random_tool_policy(tools: list[dict]) -> Policy:
     def act(obs: str, turn: int, rng: random.Random) -> str:
         spec = rng.choice(tools)
         toks = _tokens(obs)
-        nums = [t for t in toks if t.isdigit()] or ["0", "1"]
+        # isdecimal and ASCII: "²".isdigit() is true, but int("²") fails.
+        nums = [t for t in toks if t.isascii() and t.isdecimal() and len(t) < 19] or ["0", "1"]
         args = {}
         for pname, p in tool_params(spec).items():
             kind = p.get("type") if isinstance(p, dict) else None
@@ -323,7 +354,36 @@ def baseline_policies(meta: dict, solution: list[str], hint: str) -> dict[str, P
         first = solution[0]
         pol["repeat first solution action"] = lambda o, t, r: first
     pol["random"] = random_tool_policy(meta["tools"]) if meta.get("tools") else random_text_policy
+    pol["nonsense"] = nonsense_policy(meta.get("tools"))
     return pol
+
+
+_NONSENSE = ("banana", "42", "none", "a", "b", "c", "true", "false", "0", "-1", "x", "yes",
+             "no", "done", "solve", "answer", "hello", "ok", "?", "1 2 3", "left", "up")
+
+
+def nonsense_policy(tools: list[dict] | None) -> Policy:
+    """Seeded random answers that do not come from the observation: words, numbers and
+    short strings chosen per seed, so an environment cannot whitelist a known baseline
+    (one that pays "banana" is found on some seed, and which seed is not known in advance)."""
+
+    def word(rng: random.Random) -> str:
+        pick = rng.random()
+        if pick < 0.4:
+            return rng.choice(_NONSENSE)
+        if pick < 0.7:
+            return str(rng.randint(-10, 10 ** rng.randint(1, 6)))
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 8)))
+
+    def act(obs: str, turn: int, rng: random.Random) -> str:
+        if not tools:
+            return word(rng)
+        spec = rng.choice(tools)
+        args = {p: (rng.randint(-5, 100) if isinstance(v, dict) and v.get("type") in ("integer", "number")
+                    else word(rng)) for p, v in tool_params(spec).items()}
+        return json.dumps({"name": tool_name(spec), "arguments": args})
+
+    return act
 
 
 # --------------------------------------------------------------------------- the whole run
@@ -394,9 +454,13 @@ def run_checks(session, seeds: list[int]) -> dict:
     return meta
 
 
-def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object]) -> Verdict:
+def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object],
+                  budget: float | None = None) -> Verdict:
     """The verdict on one design. `open_session(code)` returns a context manager yielding
-    a session (an EnvSession in production)."""
+    a session (an EnvSession in production); `budget` caps the wall time of its checks
+    (seconds, verdict `timeout`)."""
+    from ..errors import SpadeError
+
     t0 = time.perf_counter()
     meta = None
     try:
@@ -404,13 +468,18 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
         check_syntax(code)
         try:
             with open_session(code) as session:
-                meta = run_checks(session, seeds)
+                meta = run_checks(TimedSession(session, budget), seeds)
         except Rejected:
             raise
+        except SpadeError:
+            raise  # the sandbox cannot run here (ResourceError): the stage's problem
         except Exception as e:
             if hasattr(e, "reason"):
                 raise from_env_error(e) from None
-            raise
+            # Whatever else the candidate's answers made the checks trip over is its own
+            # verdict: one candidate must never fail the batch.
+            raise Rejected("protocol", f"the checks could not use what the environment sent: "
+                                       f"{type(e).__name__}: {e}") from None
     except Rejected as r:
         return Verdict(False, r.reason, r.detail, round(time.perf_counter() - t0, 4), seeds)
     return Verdict(True, "ok", "", round(time.perf_counter() - t0, 4), seeds, meta)

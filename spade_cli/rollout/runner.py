@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import seed_for
+from ..records import rng_for, seed_for
 from .agents import Prompt
 from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
 
@@ -86,8 +86,12 @@ class Job:
         self.turn_cap = max_turns
         base = seed_for(seed, "rollout", self.id)
         self.seeds = [(base + i) & 0x7FFFFFFF for i in range(k)]
-        for hinted in (False, True):
-            for i, s in enumerate(self.seeds):
+        # The two episodes of a pair start one after the other, in an order the
+        # environment cannot know: being started first says nothing about the condition.
+        coin = rng_for(seed, "rollout-order", self.id)
+        for i, s in enumerate(self.seeds):
+            first = coin.random() < 0.5
+            for hinted in (first, not first):
                 self.episodes.append(Episode(self, hinted, i, s))
         self.left = len(self.episodes)
 
@@ -106,6 +110,9 @@ class Job:
             "hint": hint,
             "summary": {"nohint": summarise(nohint), "hint": summarise(hint)},
         }
+        broken = next((e.contract_broken for e in self.episodes if e.contract_broken), None)
+        if broken:
+            rec["rollouts"]["contract_broken"] = broken
         return rec
 
 

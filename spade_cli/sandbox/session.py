@@ -32,6 +32,7 @@ from .config import (
     jail_env,
 )
 from .forkserver import ForkedProcess, ForkServer, Unavailable
+from .worker import MAX_DEPTH, protocol_problem
 
 _TAIL = 4096  # bytes of the worker's stderr kept for error details
 
@@ -459,10 +460,16 @@ class EnvSession:
         except orjson.JSONDecodeError:
             try:  # NaN/Infinity (a reward of nan is the validator's to judge, not ours)
                 msg = json.loads(line)
-            except ValueError:
-                self._fail("protocol", f"{what}: the worker wrote something that is not JSON")
+            except (ValueError, RecursionError):
+                self._fail("protocol", f"{what}: the worker wrote something that is not JSON "
+                                       "(or nested too deep to read)")
         if not isinstance(msg, dict) or msg.get("id") != rid:
             self._fail("protocol", f"{what}: reply out of sequence")
+        # The worker bounds what it sends, but the environment shares its process and may
+        # write to the channel itself: check again here.
+        problem = protocol_problem(msg, MAX_DEPTH + 1)  # the result sits one level down
+        if problem is not None:
+            self._fail("protocol", f"{what}: the reply holds {problem}"[:2000])
         if msg.get("ok") is True:
             return msg.get("result")
         reason, detail = msg.get("reason"), str(msg.get("detail", ""))[:2000]

@@ -28,7 +28,7 @@ import time
 import traceback
 import types
 
-SETTINGS = json.loads(sys.argv[1])
+SETTINGS: dict = {}  # from argv (main) or the fork server's request (run_worker)
 MAIN_PID = os.getpid()
 PROTO = None  # fd of the protocol channel to the parent
 
@@ -169,14 +169,99 @@ def set_memory_limit(lim):
     resource.setrlimit(resource.RLIMIT_AS, (value, value))
 
 
+# What a reply may hold. The parent checks the same bounds again (the environment runs in
+# this process and can write to the channel itself): nesting deeper than the record
+# writer or Python's recursion can handle, integers no JSON library reads back, and lone
+# surrogates that no UTF-8 writer or tokenizer accepts would fail the whole stage.
+MAX_DEPTH = 64
+MAX_INT = 1 << 63
+
+
+def protocol_problem(value, depth=MAX_DEPTH):
+    """Why `value` (decoded JSON) may not cross the protocol, or None. Iterative, so that
+    a value nested 100,000 deep is judged rather than overflowing the stack."""
+    todo = [(value, 1)]
+    while todo:
+        x, d = todo.pop()
+        if isinstance(x, str):
+            if not x.isascii():
+                try:
+                    x.encode("utf-8")
+                except UnicodeEncodeError:
+                    return "a string holds a lone surrogate (not valid Unicode text)"
+        elif isinstance(x, bool) or x is None or isinstance(x, float):
+            continue
+        elif isinstance(x, int):
+            if not -MAX_INT <= x < MAX_INT:
+                return f"an integer of {x.bit_length()} bits (limit: 64)"
+        elif isinstance(x, (list, tuple)):
+            if d > depth:
+                return f"nested deeper than {depth} levels"
+            todo.extend((v, d + 1) for v in x)
+        elif isinstance(x, dict):
+            if d > depth:
+                return f"nested deeper than {depth} levels"
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    return f"a dict key is a {type(k).__name__}, not a str"
+                todo.append((k, d + 1))
+                todo.append((v, d + 1))
+        else:
+            return f"a {type(x).__name__} is not a JSON value"
+    return None
+
+
+def plain(value):
+    """numpy values and tuples/sets as plain JSON values, or TypeError (iterative too)."""
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    root = [value]
+    todo = [(root, 0)]
+    visits = 0
+    while todo:
+        visits += 1
+        if visits > 1 << 20:  # a cycle, or a value too large for any reply anyway
+            raise TypeError("a cyclic or too large value")
+        box, key = todo.pop()
+        x = box[key]
+        if isinstance(x, (str, bool, int, float)) or x is None:
+            continue
+        if hasattr(x, "tolist") and type(x).__module__.startswith("numpy"):
+            x = x.tolist()
+            box[key] = x
+            todo.append((box, key))
+            continue
+        if isinstance(x, (tuple, set, frozenset, list)):
+            x = box[key] = list(x)
+            todo.extend((x, i) for i in range(len(x)))
+        elif isinstance(x, dict):
+            x = box[key] = dict(x)
+            todo.extend((x, k) for k in x)
+        else:
+            raise TypeError(f"{type(x).__name__} at top level or inside a container")
+    return root[0]
+
+
 def write_reply(obj):
     if os.getpid() != MAIN_PID:  # a forked copy of the worker must never answer
         os._exit(0)
-    try:
-        data = json.dumps(obj, default=to_json, allow_nan=True).encode() + b"\n"
-    except (TypeError, ValueError) as e:
+    problem = None
+    if "result" in obj:
+        try:
+            obj["result"] = plain(obj["result"])
+            problem = protocol_problem(obj["result"])
+        except Exception as e:  # noqa: BLE001 - env-defined containers may raise anything
+            problem = f"a value that is not JSON-serialisable: {e}"
+    else:
+        obj["detail"] = str(obj.get("detail", "")).encode("utf-8", "replace").decode()
+    if problem is None:
+        try:
+            data = json.dumps(obj, allow_nan=True).encode() + b"\n"
+        except (TypeError, ValueError, RecursionError) as e:
+            problem = f"a value that is not JSON-serialisable: {e}"
+    if problem is not None:
         data = json.dumps({"id": obj.get("id"), "ok": False, "reason": "bad_" + obj.get("op", "step"),
-                           "detail": f"returned a value that is not JSON-serialisable: {e}",
+                           "detail": f"{obj.get('op', 'step')}() returned {problem}"[:2000],
                            "fatal": False}).encode() + b"\n"
     cap = SETTINGS["limits"]["reply_bytes"]
     if len(data) > cap:
@@ -187,15 +272,6 @@ def write_reply(obj):
     while view:
         n = os.write(PROTO, view)
         view = view[n:]
-
-
-def to_json(x):
-    """numpy scalars and arrays become plain values; anything else is an error."""
-    if hasattr(x, "tolist") and type(x).__module__.startswith("numpy"):
-        return x.tolist()
-    if isinstance(x, (tuple, set, frozenset)):
-        return list(x)
-    raise TypeError(f"{type(x).__name__} at top level or inside a container")
 
 
 _RESOURCE_ERRNOS = {errno.EAGAIN: "processes", errno.EMFILE: "open files", errno.ENFILE: "open files",
@@ -277,9 +353,12 @@ def instantiate(cls):
 def describe(cls):
     meta = getattr(cls, "metadata", None)
     try:
-        meta = json.loads(json.dumps(meta, default=to_json))
-    except (TypeError, ValueError):
-        meta = {"__unserialisable__": repr(meta)[:500]}
+        meta = plain(meta)
+        problem = protocol_problem(meta)
+    except (TypeError, ValueError, RecursionError) as e:
+        problem = str(e)
+    if problem is not None:
+        meta = {"__unserialisable__": f"metadata: {problem}"}
     return {"class": cls.__name__, "metadata": meta}
 
 
@@ -516,6 +595,8 @@ def zygote(control_fd):
 
 
 def main():
+    global SETTINGS
+    SETTINGS = json.loads(sys.argv[1])
     if SETTINGS.get("zygote"):
         zygote(SETTINGS["zygote"]["fd"])
     else:
