@@ -63,18 +63,31 @@ def drop_privileges(uid):
         raise SystemExit("could not drop privileges")
 
 
-# Seccomp (x86_64 only): refuse what an unprivileged process should never need and what
-# widens the kernel's attack surface. Above all new namespaces: in a user namespace of
-# its own the environment would be "root" there, could mount a tmpfs with no size limit
-# (host memory, outside RLIMIT_AS) and reach kernel code that needs capabilities.
+# Seccomp (x86_64 only): refuse what an unprivileged process should never need, what
+# widens the kernel's attack surface, and what would let two workers talk. Above all new
+# namespaces: in a user namespace of its own the environment would be "root" there, could
+# mount a tmpfs with no size limit (host memory, outside RLIMIT_AS) and reach kernel code
+# that needs capabilities. Then every channel between workers that the namespaces leave:
+# advisory locks and leases on the files every jail shares read-only (the Python tree),
+# inotify/fanotify/dnotify on them, and memory the limits cannot count (SysV shared
+# memory and message queues, memfds). Sockets: an allow-list of families, so vsock
+# (not confined by a network namespace), netlink, packet and the rest are refused.
 _X86_64 = 0xC000003E
 _NS_FLAGS = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
 _SYS_UNSHARE, _SYS_CLONE, _SYS_CLONE3 = 272, 56, 435
+_SYS_FCNTL, _SYS_FLOCK, _SYS_SOCKET, _SYS_SOCKETPAIR = 72, 73, 41, 53
 _DENIED = (308, 165, 166, 155, 161, 250, 248, 249, 101, 298, 321, 323, 246, 320, 175, 313, 176,
            304, 303, 167, 168, 169, 163, 179, 428, 429, 430, 431, 432, 433, 442, 425, 426, 427,
-           310, 311)  # setns mount umount2 pivot_root chroot keyctl add_key request_key ptrace
-# perf_event_open bpf userfaultfd kexec_* *_module *_handle_at swap* reboot acct quotactl
-# the new mount API, io_uring, process_vm_*
+           310, 311,  # setns mount umount2 pivot_root chroot keyctl add_key request_key ptrace
+           # perf_event_open bpf userfaultfd kexec_* *_module *_handle_at swap* reboot acct
+           # quotactl the new mount API, io_uring, process_vm_*
+           253, 254, 294, 300, 301,  # inotify_init inotify_add_watch inotify_init1 fanotify_*
+           135, 154, 447,  # personality modify_ldt memfd_secret
+           29, 68, 319)  # shmget msgget memfd_create
+# fcntl commands that lock, lease or watch: F_GETLK F_SETLK F_SETLKW F_OFD_GETLK
+# F_OFD_SETLK F_OFD_SETLKW F_SETLEASE F_GETLEASE F_NOTIFY (F_GETLK reads others' locks).
+_FCNTL_DENIED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
+_SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX AF_INET AF_INET6 (loopback only: own netns)
 
 
 def seccomp_program():
@@ -84,7 +97,9 @@ def seccomp_program():
 
     if platform.machine() != "x86_64":
         return None
-    allow, eperm, enosys, kill = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS, 0x80000000
+    allow, kill = 0x7FFF0000, 0x80000000
+    eperm, enosys = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    enolck, eafnosupport = 0x00050000 | errno.ENOLCK, 0x00050000 | errno.EAFNOSUPPORT
     prog = []  # (code, jt, jf, k) with jt/jf as label names or 0
 
     def ld(off): prog.append((0x20, 0, 0, off))
@@ -98,23 +113,43 @@ def seccomp_program():
     jeq(_SYS_UNSHARE, "flags")
     jeq(_SYS_CLONE, "flags")
     jeq(_SYS_CLONE3, "enosys")  # glibc falls back to clone(), whose flags we can see
+    jeq(_SYS_FCNTL, "fcntl")
+    jeq(_SYS_FLOCK, "enolck")
+    jeq(_SYS_SOCKET, "family")
+    jeq(_SYS_SOCKETPAIR, "family")
     for nr in _DENIED:
         jeq(nr, "eperm")
     ret(allow)
-    labels = {"flags": len(prog)}
+    labels = {"flags": len(prog)}  # (jumps go forward only: each section returns itself)
     ld(16)  # low 32 bits of the first argument: the clone/unshare flags
     prog.append((0x45, "eperm", 0, _NS_FLAGS))
+    ret(allow)
+    labels["fcntl"] = len(prog)
+    ld(24)  # the second argument: the fcntl command
+    for cmd in _FCNTL_DENIED:
+        jeq(cmd, "enolck")
+    ret(allow)
+    labels["family"] = len(prog)
+    ld(16)  # the first argument: the address family
+    for fam in _SOCKET_FAMILIES:
+        jeq(fam, "family_ok")
+    ret(eafnosupport)
+    labels["family_ok"] = len(prog)
     ret(allow)
     labels["eperm"] = len(prog)
     ret(eperm)
     labels["enosys"] = len(prog)
     ret(enosys)
+    labels["enolck"] = len(prog)
+    ret(enolck)
     labels["kill"] = len(prog)
     ret(kill)
     out = b""
     for i, (code, jt, jf, k) in enumerate(prog):
         jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
         jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        if not (0 <= jt < 256 and 0 <= jf < 256):
+            raise ValueError("seccomp jump out of range")
         out += struct.pack("=HBBI", code, jt, jf, k)
     return out
 
@@ -500,7 +535,12 @@ def _episode_init(settings, fds):
         call("mount", None, b"/", None, _MS_REC | _MS_PRIVATE, None)
         call("mount", b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY, None)
         for path, mb in ((b"/tmp", settings["tmp_mb"]), (b"/dev/shm", settings["shm_mb"])):
-            call("mount", b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=%dm,mode=1777" % mb)
+            # nr_inodes: empty files and directories cost kernel memory the size ignores.
+            call("mount", b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                 b"size=%dm,nr_inodes=%d,mode=1777" % (mb, settings.get("inodes", 4096)))
+        # The zygote's /dev/pts is every worker's: a pty one opens, the others would see.
+        call("mount", b"tmpfs", b"/dev/pts", b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY,
+             b"size=4k,nr_inodes=1,mode=0555")
         worker = os.fork()
     except BaseException as e:  # noqa: BLE001 - the parent reads it as the worker's death
         os.write(err_w, f"the worker's sandbox failed: {type(e).__name__}: {e}\n".encode())
