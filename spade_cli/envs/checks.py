@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..records import REASONS
+from .leaks import hint_leak
 
 # Sandbox failures keep the sandbox's own code (timeout, memory, limit, flood, protocol,
 # crash, import_crash, ...): all of them are records.REASONS codes.
@@ -300,19 +301,12 @@ def check_same_episode(a: Episode, b: Episode) -> None:
                                            f"episode has a different length")
 
 
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
-
-
-def check_hint_text(hint: str, solution: list[str], seed: int) -> None:
-    """The hint must not spell out the whole solution: all its actions, in order, with
-    only punctuation or spaces between them. Solutions shorter than two characters are
-    not judged textually (a hint containing 'a' or '7' proves nothing)."""
-    sol = _words(" ".join(solution))
-    if len(sol) < 2:
-        return
-    if re.search(r"(?<!\w)" + re.escape(sol) + r"(?!\w)", _words(hint)):
-        raise Rejected("hint_leak", f"seed {seed}: the hint contains the whole solution")
+def check_hint_text(hint: str, solution: list[str], seed: int, observation: str = "") -> None:
+    """The hint must not give the solution away in any form `leaks.hint_leak` reads
+    (plain, separated, spelled out, reversed, encoded, as initials or a sum)."""
+    why = hint_leak(hint, solution, observation)
+    if why is not None:
+        raise Rejected("hint_leak", f"seed {seed}: {why}")
 
 
 # --------------------------------------------------------------------------- baselines
@@ -428,7 +422,7 @@ def run_checks(session, seeds: list[int]) -> dict:
         check_return(sol)
         check_feasible(sol)
         check_solution_terminates(sol)
-        check_hint_text(hint, solution, seed)
+        check_hint_text(hint, solution, seed, first_reset[0])
         policies = baseline_policies(meta, solution, hint)
         policies["hint"] = lambda o, t, r, h=hint: h
         for name, policy in policies.items():
