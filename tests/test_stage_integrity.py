@@ -172,3 +172,31 @@ def test_spade_rollout_survives_every_hostile_environment(tmp_path):
         assert not scores[name]["valid"] and scores[name]["reason"] == "contract_broken", scores[name]
     for rec in good:
         assert scores[rec["id"]]["valid"], scores[rec["id"]]
+
+
+# Behave alone, not later: an episode that depends on more than its seed and the actions.
+DRIFTING = {
+    "clock": env("clock", head="import time\n",
+                 step="return 'at %d' % time.time_ns(), 1.0, True, False, {}"),
+    "urandom": env("urandom", head="import os\n",
+                   step="return os.urandom(8).hex(), 1.0, True, False, {}"),
+}
+
+
+def test_returns_count_only_when_a_replay_reproduces_them():
+    good = [validated("good-0", env("good-0"))]
+    bad = [validated(name, code) for name, code in DRIFTING.items()]
+    args = ("rollout", "-", "--agent", "replay", "-k", "4", "--call-timeout", "3")
+    out = run_cli(*args, input=jsonl(good + bad))
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    played = {r["id"]: r["rollouts"] for r in records(out.stdout)}
+    assert played["good-0"]["verified"] == 8 and "nondeterministic" not in played["good-0"]
+    for name in DRIFTING:
+        assert "differ" in played[name]["nondeterministic"], played[name]
+    scored = run_cli("regret", "-", input=out.stdout)
+    scores = {r["id"]: r["score"] for r in records(scored.stdout)}
+    assert scores["good-0"]["valid"]
+    for name in DRIFTING:
+        assert scores[name]["reason"] == "nondeterministic", scores[name]
+    unchecked = run_cli(*args, "--verify", "0", input=jsonl(bad))
+    assert all("nondeterministic" not in r["rollouts"] for r in records(unchecked.stdout))

@@ -100,6 +100,10 @@ def rollout(
     batch_size: Annotated[int, typer.Option(
         "--batch-size", min=1, help="Episodes in flight, generated for together each turn.")] = 64,
     workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Threads starting and stepping sandboxed environments.")] = 8,
+    verify: Annotated[float, typer.Option(
+        "--verify", min=0.0, max=1.0, help="Fraction of episodes whose action log is replayed in a "
+        "fresh worker on the same seed; a replay that differs marks the environment "
+        "'nondeterministic' (scored invalid).")] = 1.0,
     prompt: Annotated[str | None, typer.Option(
         "--prompt", help="TOML file overriding keys of the agent prompt (spade_cli/prompts/agent.toml).")] = None,
     unsafe_no_sandbox: Annotated[bool, typer.Option(
@@ -168,7 +172,7 @@ def rollout(
         out.write_all(run_rollouts(
             records, the_agent, k=k, seed=seed, sandbox_cfg=cfg, max_turns=max_turns,
             max_context=max_context, episode_timeout=episode_timeout, batch_size=batch_size,
-            workers=workers, prompt=the_prompt, stats=stats, on_episode=tick))
+            workers=workers, prompt=the_prompt, stats=stats, on_episode=tick, verify=verify))
     bar.close()
     log.info("%s", stats.line())
 

@@ -114,6 +114,9 @@ class Episode:
         self.deadline = math.inf
         self.generations = 0
         self.contract_broken: str | None = None
+        self.final_obs: str | None = None  # the observation after the last step
+        self.verified: bool | None = None  # replayed and reproduced (None: not replayed)
+        self.mismatch: str | None = None
 
     # -- bookkeeping --------------------------------------------------------------
 
@@ -235,7 +238,7 @@ class Episode:
                 break
             obs, reward, terminated, truncated, _info = out
             reward = float(reward)
-            self.obs = obs
+            self.obs = self.final_obs = obs
             self.ret += reward
             self.turns.append({"observation": observation, "action": action, "reward": reward})
             observations.append(self.obs)
@@ -265,6 +268,40 @@ class Episode:
             return
         self.traj.add_env(env)
 
+    def replay(self, cfg) -> None:
+        """Play this episode's action log again in a fresh worker on the same seed: the
+        return counts only if the observations and rewards come out the same. An
+        environment that reads the clock, counts calls across episodes or listens to a
+        peer gives itself away here (it runs alone, later). Sets `verified`/`mismatch`."""
+        from ..sandbox import EnvError, EnvSession
+
+        try:
+            with EnvSession(self.job.code, cfg) as env:
+                obs, _info = env.reset(seed=self.seed)
+                seen = [obs]
+                rewards = []
+                for turn in self.turns:
+                    out = env.step(turn["action"])
+                    if step_problem(out, sum(rewards)) is not None:
+                        raise ValueError(step_problem(out, sum(rewards)))
+                    seen.append(out[0])
+                    rewards.append(float(out[1]))
+        except EnvError as e:
+            if e.reason in CONTRACT_REASONS:
+                self.verified, self.mismatch = False, f"on replay: {e.reason}: {e.detail}"
+            return  # out of time or memory on replay: not verified either way
+        except ValueError as e:
+            self.verified, self.mismatch = False, f"on replay: {e}"
+            return
+        want = [t["observation"] for t in self.turns] + [self.final_obs] if self.turns else [self.obs]
+        if seen[: len(want)] != want:
+            first = next(i for i, (a, b) in enumerate(zip(seen, want, strict=False)) if a != b)
+            self.verified, self.mismatch = False, f"on replay, observation {first} differs"
+        elif rewards != [t["reward"] for t in self.turns]:
+            self.verified, self.mismatch = False, "on replay, the rewards differ"
+        else:
+            self.verified = True
+
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
@@ -287,6 +324,10 @@ class Episode:
             ep["detail"] = self.detail
         if self.contract_broken:
             ep["contract_broken"] = True
+        if self.verified is not None:
+            ep["verified"] = self.verified
+        if self.mismatch:
+            ep["mismatch"] = self.mismatch
         ep["prompt_ids"] = traj.prompt_ids if traj else []
         ep["completion_ids"] = traj.completion_ids if traj else []
         ep["env_mask"] = traj.env_mask if traj else []

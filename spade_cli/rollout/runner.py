@@ -23,6 +23,7 @@ started ahead of admission on background threads, overlapping generation.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
@@ -49,6 +50,8 @@ class RolloutStats:
     load_seconds: float = 0.0  # loading the model (an agent factory), workers starting meanwhile
     stops: Counter = field(default_factory=Counter)
     phases: Counter = field(default_factory=Counter)  # wall seconds of the loop outside generation
+    replays: int = 0  # episodes replayed to verify their returns
+    replay_seconds: float = 0.0  # their summed duration (on their own threads, concurrent)
     returns: dict = field(default_factory=lambda: {"nohint": [], "hint": []})
 
     def line(self) -> str:
@@ -80,6 +83,7 @@ class Job:
         valid = (record.get("validation") or {}).get("valid") is True
         self.active = valid and isinstance(self.code, str) and bool(self.code)
         self.episodes: list[Episode] = []
+        self.replays: list = []  # futures of the episodes' verifying replays
         self.left = 0
         if not self.active:
             return
@@ -113,6 +117,11 @@ class Job:
         broken = next((e.contract_broken for e in self.episodes if e.contract_broken), None)
         if broken:
             rec["rollouts"]["contract_broken"] = broken
+        if self.replays:
+            rec["rollouts"]["verified"] = sum(e.verified is True for e in self.episodes)
+            mismatch = next((e.mismatch for e in self.episodes if e.mismatch), None)
+            if mismatch:
+                rec["rollouts"]["nondeterministic"] = mismatch
         return rec
 
 
@@ -145,6 +154,7 @@ def run_rollouts(
     prompt: Prompt | None = None,
     stats: RolloutStats | None = None,
     on_episode: Any = None,
+    verify: float = 1.0,
 ) -> Iterator[dict]:
     """Play k no-hint and k hinted episodes on every valid candidate (validation.valid
     and env.code); yield every candidate, in input order, with `rollouts` added to the
@@ -160,7 +170,13 @@ def run_rollouts(
     batch in equal steps, so generation starts once a fraction of the sandboxed workers
     are up and the others start meanwhile (a fixed schedule: batches stay
     deterministic). Off by default: on a CPU the early small batches cost more than the
-    overlap saves (bench/bench_rollout.py --ramp 4)."""
+    overlap saves (bench/bench_rollout.py --ramp 4).
+
+    `verify` is the fraction of finished episodes (chosen per episode from `seed`) whose
+    action log is replayed in a fresh worker on the same seed, alongside the rollout: a
+    replay that does not reproduce the observations and rewards marks the candidate
+    `nondeterministic` and spade-regret scores it invalid (time bombs, state carried
+    between episodes, anything read from outside the episode)."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
@@ -190,6 +206,7 @@ def run_rollouts(
     step_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-step")
     # Closing a worker is mostly waiting for it to exit: many threads, off the spawn path.
     close_pool = ThreadPoolExecutor(max_workers=4 * workers, thread_name_prefix="rollout-close")
+    verify_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-verify")
     depth = max(batch_size, workers)  # workers started ahead of admission
     backlog = 4 * (batch_size + depth) + 64
 
@@ -222,11 +239,29 @@ def run_rollouts(
         stats.returns[ep.condition].append(ep.ret)
         ep.job.left -= 1
         close_pool.submit(ep.close)
+        if ep.stop in ("terminated", "truncated", "max_turns", "context") and verify > 0 and (
+                verify >= 1 or rng_for(seed, "verify", f"{ep.job.id}/{ep.condition}/{ep.index}").random() < verify):
+            ep.job.replays.append(verify_pool.submit(timed_replay, ep))
         if on_episode is not None:
             on_episode(ep)
 
-    def finish_ready() -> Iterator[dict]:
+    def timed_replay(ep: Episode) -> None:
+        t0 = time.monotonic()
+        ep.replay(cfg)
+        with replay_lock:
+            stats.replay_seconds += time.monotonic() - t0
+            stats.replays += 1
+
+    replay_lock = threading.Lock()
+
+    def finish_ready(block: bool = False) -> Iterator[dict]:
         while jobs and jobs[0].left == 0:
+            if not all(f.done() for f in jobs[0].replays):
+                if not block:
+                    return
+                t0 = time.monotonic()
+                wait(jobs[0].replays)
+                stats.phases["replay_wait"] += time.monotonic() - t0
             yield jobs.popleft().output(agent_info, k)
 
     try:
@@ -284,7 +319,7 @@ def run_rollouts(
                 else:
                     still.append(ep)
             live = still
-        yield from finish_ready()
+        yield from finish_ready(block=True)
     finally:
         t_close = time.monotonic()
         for ep in live:
@@ -294,6 +329,7 @@ def run_rollouts(
         spawn_pool.shutdown(wait=True)
         step_pool.shutdown(wait=True)
         close_pool.shutdown(wait=True)
+        verify_pool.shutdown(wait=True, cancel_futures=True)
         for ep in pending:
             ep.close()
         for job in jobs:
