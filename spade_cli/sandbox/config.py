@@ -90,10 +90,19 @@ class SandboxConfig:
     """Fork workers from one preloaded sandboxed Python (ForkServer: milliseconds per worker)
     where that applies (root, Linux >= 5.3); else, or when False, each worker starts its
     own bwrap and Python (~0.1 s of CPU). SPADE_SANDBOX_FORK=0 turns it off everywhere."""
+    cgroup: bool = True
+    """As root, where the kernel offers a memory cgroup: each worker and everything it
+    starts share one limit of memory_mb + tmp_mb + shm_mb MiB (heap, children, tmpfs
+    pages, pipes, kernel memory). SPADE_SANDBOX_CGROUP=0 turns it off everywhere."""
     packages: tuple[str, ...] = ()
     """Distributions visible inside besides gymnasium and its dependencies."""
     extra_env: dict = field(default_factory=dict)
     """Environment variables set inside (the environment is otherwise empty)."""
+
+    @property
+    def cgroup_mb(self) -> int:
+        """The one memory bound of a worker and its children, tmpfs included."""
+        return self.memory_mb + self.tmp_mb + self.shm_mb
 
     def limits(self) -> dict:
         d = asdict(self)

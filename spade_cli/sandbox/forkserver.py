@@ -143,14 +143,15 @@ class ForkServer:
     def usable(cfg: SandboxConfig) -> bool:
         return not cfg.unsafe and os.geteuid() == 0 and hasattr(os, "pidfd_open")
 
-    def fork(self, settings: dict) -> ForkedProcess:
-        """A new worker running `run_worker(settings)` in namespaces of its own."""
+    def fork(self, settings: dict, cgroup_fd: int | None = None) -> ForkedProcess:
+        """A new worker running `run_worker(settings)` in namespaces of its own; with
+        `cgroup_fd` (a cgroup.procs opened for writing) its pid 1 joins that cgroup first."""
         ends = [os.pipe() for _ in range(4)]  # stdin, protocol, stderr, status: (r, w)
         theirs = [ends[0][0], ends[1][1], ends[2][1], ends[3][1]]
         ours = [ends[0][1], ends[1][0], ends[2][0], ends[3][0]]
         try:
             with self._lock:
-                reply, pidfd = self._request(settings, theirs)
+                reply, pidfd = self._request(settings, theirs + ([cgroup_fd] if cgroup_fd is not None else []))
         except BaseException:
             for fd in ours:
                 os.close(fd)

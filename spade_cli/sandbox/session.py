@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from .cgroup import WorkerCgroup, join_in_child, remove_later
 from .config import (
     PY_FLAGS,
     PY_ROOT,
@@ -193,6 +194,7 @@ class EnvSession:
         self._pidfd: int | None = None
         self.sandbox_pid: int | None = None  # host pid of the sandbox's pid 1 (not unsafe mode)
         self._episode_end: float | None = None
+        self.cgroup: WorkerCgroup | None = None  # the worker's memory cgroup, where there is one
         t0 = time.monotonic()
         try:
             self._spawn()
@@ -263,9 +265,19 @@ class EnvSession:
             os.close(self._pidfd)
             self._pidfd = None
         self._release_uid()
+        if self.cgroup is not None:
+            remove_later(self.cgroup)
+            self.cgroup = None
         if self.dead is None:
             self.dead = EnvError("crash", "the session is closed")
         self.proc = None
+
+    def _new_cgroup(self) -> int | None:
+        """A memory cgroup for the worker about to start; the descriptor it joins through."""
+        if not self.cfg.cgroup:
+            return None
+        self.cgroup = WorkerCgroup.create(self.cfg.cgroup_mb)
+        return self.cgroup.join_fd() if self.cgroup is not None else None
 
     def _release_uid(self) -> None:
         if self._uid_held:
@@ -320,18 +332,22 @@ class EnvSession:
             env = {}
             settings = {"uid": self.uid, "limits": cfg.limits()}
         argv.append(json.dumps(settings))
+        cg_fd = self._new_cgroup()
         try:
             self.proc = _spawn_from_keeper(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=env, cwd="/", close_fds=True, start_new_session=True,
-                pass_fds=(info_w,) if info_w is not None else ())
-        except OSError as e:
+                pass_fds=(info_w,) if info_w is not None else (),
+                preexec_fn=join_in_child(cg_fd) if cg_fd is not None else None)
+        except (OSError, subprocess.SubprocessError) as e:
             if info_r is not None:
                 os.close(info_r)
             raise EnvError("crash", f"cannot start the worker: {e}") from None
         finally:
             if info_w is not None:
                 os.close(info_w)
+            if cg_fd is not None:
+                os.close(cg_fd)
         self._watch_pipes()
         if info_r is not None:
             self._read_info(info_r)
@@ -348,8 +364,18 @@ class EnvSession:
             self.uid = _uids.acquire()
             self._uid_held = True
         cfg = self.cfg
-        self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
-                                     "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb})
+        cg_fd = self._new_cgroup()
+        try:
+            self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
+                                         "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb}, cg_fd)
+        except Unavailable:
+            if self.cgroup is not None:  # the bwrap path makes its own
+                self.cgroup.remove()
+                self.cgroup = None
+            raise
+        finally:
+            if cg_fd is not None:
+                os.close(cg_fd)
         self.sandbox_pid = self.proc.pid
         self._watch_pipes()
 
@@ -505,6 +531,8 @@ class EnvSession:
             how = f"killed by {name}"
             if sig == signal.SIGXCPU:
                 reason, how = "timeout", f"CPU time limit ({self.cfg.cpu_seconds}s) exceeded"
+            elif sig == signal.SIGKILL and self.cgroup is not None and self.cgroup.oom_killed():
+                reason, how = "memory", f"memory limit ({self.cfg.cgroup_mb} MiB with children and tmpfs) exceeded"
             elif sig == signal.SIGXFSZ:
                 reason, how = "limit", f"file size limit ({self.cfg.file_mb} MiB) exceeded"
         tail = self.stderr_tail.strip().splitlines()[-3:]

@@ -71,7 +71,7 @@ def drop_privileges(uid):
 # advisory locks and leases on the files every jail shares read-only (the Python tree),
 # inotify/fanotify/dnotify on them, and memory the limits cannot count (SysV shared
 # memory and message queues, memfds). Sockets: an allow-list of families, so vsock
-# (not confined by a network namespace), netlink, packet and the rest are refused.
+# (not confined by a network namespace), netlink bar routing, packet and the rest are refused.
 _X86_64 = 0xC000003E
 _NS_FLAGS = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
 _SYS_UNSHARE, _SYS_CLONE, _SYS_CLONE3 = 272, 56, 435
@@ -88,6 +88,9 @@ _DENIED = (308, 165, 166, 155, 161, 250, 248, 249, 101, 298, 321, 323, 246, 320,
 # F_OFD_SETLK F_OFD_SETLKW F_SETLEASE F_GETLEASE F_NOTIFY (F_GETLK reads others' locks).
 _FCNTL_DENIED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 _SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX AF_INET AF_INET6 (loopback only: own netns)
+# and NETLINK_ROUTE, which glibc's getaddrinfo and if_nameindex use (it sees only the
+# worker's own network namespace); no other netlink protocol (uevents, audit, ...).
+_AF_NETLINK, _NETLINK_ROUTE = 16, 0
 
 
 def seccomp_program():
@@ -133,6 +136,10 @@ def seccomp_program():
     ld(16)  # the first argument: the address family
     for fam in _SOCKET_FAMILIES:
         jeq(fam, "family_ok")
+    jeq(_AF_NETLINK, 0, "family_no")
+    ld(32)  # the third argument: the netlink protocol
+    jeq(_NETLINK_ROUTE, "family_ok")
+    labels["family_no"] = len(prog)
     ret(eafnosupport)
     labels["family_ok"] = len(prog)
     ret(allow)
@@ -525,11 +532,15 @@ def _close_fds_except(keep):
 
 def _episode_init(settings, fds):
     """G: pid 1 of a worker's namespaces. Trusted code only; never returns."""
-    stdin_r, proto_w, err_w, status_w = fds
+    stdin_r, proto_w, err_w, status_w = fds[:4]
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # not the zygote's reaper, nor its mask
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     try:
         _close_fds_except(fds)
+        if len(fds) == 5:  # join the worker's memory cgroup before anything else runs
+            os.write(fds[4], b"0")
+            os.close(fds[4])
+            fds = fds[:4]
         call = _libc()
         call("unshare", _NEWNS | _NEWNET | _NEWIPC | _NEWUTS)
         call("mount", None, b"/", None, _MS_REC | _MS_PRIVATE, None)
@@ -601,14 +612,14 @@ def zygote(control_fd):
     control.send(b'{"ok": true, "result": "ready"}')
     while True:
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 16, 4)
+            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 16, 5)
         except OSError:
             return
         if not msg:
             return  # the parent closed its end
         try:
-            if len(fds) != 4:
-                raise OSError(errno.EINVAL, f"expected 4 descriptors, got {len(fds)}")
+            if len(fds) not in (4, 5):
+                raise OSError(errno.EINVAL, f"expected 4 or 5 descriptors, got {len(fds)}")
             settings = json.loads(msg)
             call("unshare", _NEWPID)  # for the next child only
             init = -1
