@@ -355,10 +355,21 @@ def test_unprivileged_user_path():
 
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     env = {**os.environ, "HOME": "/tmp"}
-    probe = subprocess.run(drop + [sys.executable, "-c", "import spade_cli.sandbox, gymnasium"],
-                           env=env, capture_output=True, cwd="/")
+    # What the sandbox will bind (the base interpreter behind a venv, its stdlib, the
+    # packages, worker.py), checked as that user: running some Python is not enough.
+    probe = subprocess.run(drop + [sys.executable, "-c", "from spade_cli.sandbox.config import "
+                                   "unreadable_binds; print(*unreadable_binds(), sep='\\n')"],
+                           env=env, capture_output=True, text=True, cwd="/")
     if probe.returncode != 0:
         pytest.skip("this Python or checkout is not readable by an unprivileged user")
+    if probe.stdout.strip():
+        # The sandbox refuses with one clear line naming the first such path.
+        refused = subprocess.run(drop + [sys.executable, "-c", "from spade_cli.sandbox import "
+                                         "check_sandbox; check_sandbox()"],
+                                 env=env, capture_output=True, text=True, cwd="/")
+        assert refused.returncode != 0 and "cannot read it" in refused.stderr, refused.stderr
+        pytest.skip("the sandbox binds paths an unprivileged user cannot read: "
+                    + probe.stdout.split()[0])
     out = subprocess.run(drop + [sys.executable, "-c", UNPRIVILEGED, GUESS], env=env,
                          capture_output=True, text=True, cwd="/", timeout=120)
     assert out.returncode == 0, out.stderr
