@@ -30,7 +30,7 @@ from spade_cli.engines import Sampling, load_engine  # noqa: E402
 from spade_cli.envs.library import library_candidates  # noqa: E402
 from spade_cli.rollout import ModelAgent, RolloutStats, run_rollouts  # noqa: E402
 from spade_cli.sandbox import SandboxConfig  # noqa: E402
-from spade_cli.sandbox.session import fork_server  # noqa: E402
+from spade_cli.sandbox.forkserver import fork_server  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 

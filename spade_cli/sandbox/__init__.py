@@ -98,7 +98,9 @@ import typer
 
 from .config import INSTALL_HINT, REASONS, EnvError, SandboxConfig, check_sandbox, require_sandbox
 from .forkserver import ForkServer
-from .session import EnvSession, imap_pool, run_pool, warn_unsafe
+from .notices import warn_unsafe
+from .pools import imap_pool, run_pool
+from .session import EnvSession
 
 UnsafeNoSandbox = Annotated[bool, typer.Option(
     "--unsafe-no-sandbox",

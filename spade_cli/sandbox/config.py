@@ -114,7 +114,7 @@ def require_sandbox(unsafe: bool) -> None:
     """Call at the start of a command that runs designer code: fails fast (exit code 4,
     with the install hint) when bwrap is missing, or warns loudly when unsafe."""
     if unsafe:
-        from .session import warn_unsafe
+        from .notices import warn_unsafe
 
         warn_unsafe()
     else:

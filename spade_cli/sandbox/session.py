@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import queue
 import resource
 import select
 import signal
@@ -13,9 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -32,92 +28,15 @@ from .config import (
     check_sandbox,
     jail_env,
 )
-from .forkserver import ForkedProcess, ForkServer, Unavailable
+from .forkserver import ForkedProcess, Unavailable, fork_server
+from .keeper import spawn_from_keeper
+from .notices import warn_once, warn_unsafe
+from .uids import uids
 from .worker import MAX_DEPTH, protocol_problem
 
 _TAIL = 4096  # bytes of the worker's stderr kept for error details
 
-# Host uids for root mode. Each live worker gets its own, so RLIMIT_NPROC (which counts
-# every process of a uid on the host) is a per-worker limit, and workers of concurrent
-# spade processes on one machine do not share one either (the pid is part of the uid).
-_UID_BASE = 1 << 30
-_UID_SLOTS = 1024
-
-
-class _UidPool:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.used: set[int] = set()
-        self.next = 0
-
-    def acquire(self) -> int:
-        with self.lock:
-            for _ in range(_UID_SLOTS):
-                # Round-robin: a just-released uid may still own a dying process.
-                slot, self.next = self.next, (self.next + 1) % _UID_SLOTS
-                if slot not in self.used:
-                    self.used.add(slot)
-                    return _UID_BASE + ((os.getpid() & 0xFFFFF) << 10) + slot
-        raise EnvError("crash", f"more than {_UID_SLOTS} sandboxed workers at once in one process")
-
-    def release(self, uid: int) -> None:
-        with self.lock:
-            self.used.discard((uid - _UID_BASE) & (_UID_SLOTS - 1))
-
-
-_uids = _UidPool()
-_servers: dict[tuple, ForkServer] = {}
-_servers_lock = threading.Lock()
-
-
-def fork_server(cfg: SandboxConfig) -> ForkServer | None:
-    """The process's fork server for workers of `cfg`'s jail (one per set of packages
-    and variables inside), or None where forking does not apply or cannot work here."""
-    if not (cfg.fork and ForkServer.usable(cfg)) or os.environ.get("SPADE_SANDBOX_FORK") == "0":
-        return None
-    key = (os.getpid(), tuple(cfg.packages), tuple(sorted(cfg.extra_env.items())))
-    with _servers_lock:
-        server = _servers.get(key)
-        if server is None:
-            server = _servers[key] = ForkServer(cfg)
-    return None if server.broken else server
-
-
-_warned = False
 _fd_limit_raised = False
-
-
-class _Keeper:
-    """Starts every worker from one long-lived thread. bwrap's --die-with-parent (the
-    kernel's parent-death signal) fires when the *thread* that forked it exits, so a
-    session started from a short-lived thread would die with that thread; started from
-    here, a session may be created in one thread and used from another."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.jobs: queue.SimpleQueue | None = None
-
-    def _run(self, jobs: queue.SimpleQueue) -> None:
-        while True:
-            fut, args, kwargs = jobs.get()
-            if fut.set_running_or_notify_cancel():
-                try:
-                    fut.set_result(subprocess.Popen(*args, **kwargs))
-                except BaseException as e:  # noqa: BLE001 - handed to the caller
-                    fut.set_exception(e)
-
-    def popen(self, *args, **kwargs) -> subprocess.Popen:
-        with self.lock:
-            if self.jobs is None:
-                self.jobs = queue.SimpleQueue()
-                threading.Thread(target=self._run, args=(self.jobs,), daemon=True,
-                                 name="sandbox-keeper").start()
-        fut: Future = Future()
-        self.jobs.put((fut, args, kwargs))
-        return fut.result()
-
-
-_spawn_from_keeper = _Keeper().popen
 
 
 def _wait_fd(fd: int, event: int, timeout: float) -> bool:
@@ -137,29 +56,6 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 1 << 16), hard))
     except (ValueError, OSError):
         pass
-
-
-_warned_once: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned_once:
-        _warned_once.add(message)
-        sys.stderr.write(message + "\n")
-
-
-def warn_unsafe() -> None:
-    """The loud warning printed once per process when designer code runs unconfined."""
-    global _warned
-    if _warned:
-        return
-    _warned = True
-    bar = "!" * 78
-    sys.stderr.write(
-        f"{bar}\n!! WARNING: --unsafe-no-sandbox: designer code runs WITHOUT bubblewrap, as your\n"
-        f"!! user, with your files and your network. Only resource limits apply. Use only\n"
-        f"!! for code you trust, or in a throwaway VM/container.\n{bar}\n")
-    sys.stderr.flush()
 
 
 class EnvSession:
@@ -281,7 +177,7 @@ class EnvSession:
 
     def _release_uid(self) -> None:
         if self._uid_held:
-            _uids.release(self.uid)
+            uids.release(self.uid)
             self._uid_held = False
 
     def __enter__(self) -> EnvSession:
@@ -310,7 +206,7 @@ class EnvSession:
                 self._fork()
                 return
             except Unavailable as e:
-                _warn_once(f"spade: sandboxed workers cannot be forked here ({e}); starting "
+                warn_once(f"spade: sandboxed workers cannot be forked here ({e}); starting "
                            "one bwrap per worker instead (slower)")
                 self._release_uid()
         info_r = info_w = None
@@ -322,7 +218,7 @@ class EnvSession:
         else:
             bwrap = check_sandbox()
             if os.geteuid() == 0:
-                self.uid = _uids.acquire()
+                self.uid = uids.acquire()
                 self._uid_held = True
             info_r, info_w = os.pipe()
             argv = bwrap_argv(bwrap, self.uid, cfg)
@@ -334,7 +230,7 @@ class EnvSession:
         argv.append(json.dumps(settings))
         cg_fd = self._new_cgroup()
         try:
-            self.proc = _spawn_from_keeper(
+            self.proc = spawn_from_keeper(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=env, cwd="/", close_fds=True, start_new_session=True,
                 pass_fds=(info_w,) if info_w is not None else (),
@@ -361,7 +257,7 @@ class EnvSession:
 
     def _fork(self) -> None:
         if os.geteuid() == 0:
-            self.uid = _uids.acquire()
+            self.uid = uids.acquire()
             self._uid_held = True
         cfg = self.cfg
         cg_fd = self._new_cgroup()
@@ -567,21 +463,3 @@ class EnvSession:
             pass
 
 
-def imap_pool(fn: Callable, items: Iterable, max_workers: int) -> Iterator:
-    """fn(item) for every item on up to max_workers threads, yielded in input order while
-    at most 2*max_workers items are in flight (items may be an endless stream)."""
-    max_workers = max(1, int(max_workers))
-    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sandbox") as pool:
-        pending: deque = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= 2 * max_workers:
-                yield pending.popleft().result()
-        for fut in pending:
-            yield fut.result()
-
-
-def run_pool(fn: Callable, items: Iterable, max_workers: int) -> list:
-    """fn(item) for every item on up to max_workers threads; results in input order.
-    An exception from fn propagates (catch EnvError inside fn to keep going)."""
-    return list(imap_pool(fn, items, max_workers))
