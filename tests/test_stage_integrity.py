@@ -177,9 +177,9 @@ def test_spade_rollout_survives_every_hostile_environment(tmp_path):
 # Behave alone, not later: an episode that depends on more than its seed and the actions.
 DRIFTING = {
     "clock": env("clock", head="import time\n",
-                 step="return 'at %d' % time.time_ns(), 1.0, True, False, {}"),
+                 step="return 'at %d' % time.time_ns(), float(action == self.word), True, False, {}"),
     "urandom": env("urandom", head="import os\n",
-                   step="return os.urandom(8).hex(), 1.0, True, False, {}"),
+                   step="return os.urandom(8).hex(), float(action == self.word), True, False, {}"),
 }
 
 
@@ -200,3 +200,23 @@ def test_returns_count_only_when_a_replay_reproduces_them():
         assert scores[name]["reason"] == "nondeterministic", scores[name]
     unchecked = run_cli(*args, "--verify", "0", input=jsonl(bad))
     assert all("nondeterministic" not in r["rollouts"] for r in records(unchecked.stdout))
+
+
+# Validated once, different by the time of rollout: pays any answer, or no longer pays
+# its own solution (a time bomb that went off).
+TURNED = {
+    "any-answer": env("any-answer", step="return 'yes', 1.0, True, False, {}"),
+    "defused": env("defused", step="return 'no', 0.0, True, False, {}"),
+}
+
+
+def test_rollout_probes_catch_environments_that_changed_since_validation():
+    from spade_cli.rollout import ReplayAgent, run_rollouts
+    from spade_cli.sandbox import SandboxConfig
+
+    cands = [validated("good-0", env("good-0"))] + [validated(n, c) for n, c in TURNED.items()]
+    out = {r["id"]: r["rollouts"] for r in run_rollouts(cands, ReplayAgent(), k=1,
+                                                        sandbox_cfg=SandboxConfig(call_timeout=3.0))}
+    assert "contract_broken" not in out["good-0"], out["good-0"]
+    assert "nonsense policy solves" in out["any-answer"]["contract_broken"]
+    assert "info['solution'] returns 0" in out["defused"]["contract_broken"]

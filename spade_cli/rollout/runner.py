@@ -34,6 +34,7 @@ from typing import Any
 from ..records import rng_for, seed_for
 from .agents import Prompt
 from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
+from .verify import probe
 
 
 @dataclass
@@ -50,7 +51,7 @@ class RolloutStats:
     load_seconds: float = 0.0  # loading the model (an agent factory), workers starting meanwhile
     stops: Counter = field(default_factory=Counter)
     phases: Counter = field(default_factory=Counter)  # wall seconds of the loop outside generation
-    replays: int = 0  # episodes replayed to verify their returns
+    replays: int = 0  # episodes replayed to verify their returns, and candidates probed
     replay_seconds: float = 0.0  # their summed duration (on their own threads, concurrent)
     returns: dict = field(default_factory=lambda: {"nohint": [], "hint": []})
 
@@ -83,7 +84,8 @@ class Job:
         valid = (record.get("validation") or {}).get("valid") is True
         self.active = valid and isinstance(self.code, str) and bool(self.code)
         self.episodes: list[Episode] = []
-        self.replays: list = []  # futures of the episodes' verifying replays
+        self.replays: list = []  # futures of the episodes' verifying replays and the probe
+        self.probe = None  # future of verify.probe: None, or why the contract is broken
         self.left = 0
         if not self.active:
             return
@@ -115,6 +117,8 @@ class Job:
             "summary": {"nohint": summarise(nohint), "hint": summarise(hint)},
         }
         broken = next((e.contract_broken for e in self.episodes if e.contract_broken), None)
+        if broken is None and self.probe is not None:
+            broken = self.probe.result()
         if broken:
             rec["rollouts"]["contract_broken"] = broken
         if self.replays:
@@ -176,7 +180,10 @@ def run_rollouts(
     action log is replayed in a fresh worker on the same seed, alongside the rollout: a
     replay that does not reproduce the observations and rewards marks the candidate
     `nondeterministic` and spade-regret scores it invalid (time bombs, state carried
-    between episodes, anything read from outside the episode)."""
+    between episodes, anything read from outside the episode). With `verify` > 0 each
+    candidate is also probed without the model (verify.probe: its solution on a rollout
+    seed, a nonsense policy on two others), which marks it `contract_broken` if it no
+    longer holds."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
@@ -224,6 +231,10 @@ def run_rollouts(
             stats.candidates += 1
             if job.active:
                 stats.envs += 1
+                if verify > 0:
+                    job.probe = verify_pool.submit(timed, probe, job.code, job.seeds, cfg,
+                                                   max_turns or DEFAULT_MAX_TURNS)
+                    job.replays.append(job.probe)
             jobs.append(job)
             pending.extend(job.episodes)
 
@@ -241,16 +252,18 @@ def run_rollouts(
         close_pool.submit(ep.close)
         if ep.stop in ("terminated", "truncated", "max_turns", "context") and verify > 0 and (
                 verify >= 1 or rng_for(seed, "verify", f"{ep.job.id}/{ep.condition}/{ep.index}").random() < verify):
-            ep.job.replays.append(verify_pool.submit(timed_replay, ep))
+            ep.job.replays.append(verify_pool.submit(timed, ep.replay, cfg))
         if on_episode is not None:
             on_episode(ep)
 
-    def timed_replay(ep: Episode) -> None:
+    def timed(fn, *args):
         t0 = time.monotonic()
-        ep.replay(cfg)
-        with replay_lock:
-            stats.replay_seconds += time.monotonic() - t0
-            stats.replays += 1
+        try:
+            return fn(*args)
+        finally:
+            with replay_lock:
+                stats.replay_seconds += time.monotonic() - t0
+                stats.replays += 1
 
     replay_lock = threading.Lock()
 
