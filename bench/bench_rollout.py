@@ -136,10 +136,11 @@ def main() -> None:
     # What verifying returns by replay costs: the batched run again without it.
     bare, _ = run(cands, engine, args, batch_size=n_eps, ramp=args.ramp, verify=0.0)
     show("no replay", bare)
-    print(f"replay verification (--verify {args.verify:g}): {together.replays} episodes replayed, "
-          f"{together.replay_seconds:.2f}s on their own threads = "
-          f"{together.replay_seconds / together.wall_seconds:.1%} of the batched wall time; "
-          f"wall {together.wall_seconds:.2f}s vs {bare.wall_seconds:.2f}s without "
+    waited = together.phases.get("replay_wait", 0.0)
+    print(f"replay verification (--verify {args.verify:g}): {together.replays} replays and probes; "
+          f"the run waited {waited:.2f}s for them = {waited / together.wall_seconds:.1%} of the "
+          f"batched wall time ({together.replay_seconds:.2f}s on their own threads, concurrent); "
+          f"batched wall {together.wall_seconds:.2f}s vs {bare.wall_seconds:.2f}s without "
           f"({together.wall_seconds / bare.wall_seconds - 1:+.1%})")
 
 
