@@ -123,7 +123,7 @@ def test_spade_validate_survives_every_hostile_candidate(tmp_path):
     good = [design(f"good-{i}", env(f"good-{i}")) for i in range(3)]
     good.append(design("surrogate-doc", SURROGATE_DOC))
     bad = [design(name, code) for name, code in BAD_DESIGNS.items()]
-    args = ("validate", "-", "--seeds", "2", "--call-timeout", "3", "-j", "2")
+    args = ("validate", "-", "--seeds", "2", "--call-timeout", "10", "-j", "2")
     clean = run_cli(*args, input=jsonl(good))
     mixed = run_cli(*args, input=jsonl(interleave(good, bad)))
     assert clean.returncode == 0, clean.stderr.decode()[-2000:]
@@ -149,7 +149,7 @@ def test_spade_validate_survives_every_hostile_candidate(tmp_path):
 def test_spade_rollout_survives_every_hostile_environment(tmp_path):
     good = [validated(f"good-{i}", env(f"good-{i}")) for i in range(3)]
     bad = [validated(name, code) for name, code in BAD_ROLLOUTS.items()]
-    args = ("rollout", "-", "--agent", "replay", "-k", "2", "--call-timeout", "3")
+    args = ("rollout", "-", "--agent", "replay", "-k", "2", "--call-timeout", "10")
     clean = run_cli(*args, input=jsonl(good))
     mixed = run_cli(*args, input=jsonl(interleave(good, bad)))
     assert clean.returncode == 0, clean.stderr.decode()[-2000:]
@@ -186,7 +186,7 @@ DRIFTING = {
 def test_returns_count_only_when_a_replay_reproduces_them():
     good = [validated("good-0", env("good-0"))]
     bad = [validated(name, code) for name, code in DRIFTING.items()]
-    args = ("rollout", "-", "--agent", "replay", "-k", "4", "--call-timeout", "3")
+    args = ("rollout", "-", "--agent", "replay", "-k", "4", "--call-timeout", "10")
     out = run_cli(*args, input=jsonl(good + bad))
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     played = {r["id"]: r["rollouts"] for r in records(out.stdout)}
@@ -216,7 +216,7 @@ def test_rollout_probes_catch_environments_that_changed_since_validation():
 
     cands = [validated("good-0", env("good-0"))] + [validated(n, c) for n, c in TURNED.items()]
     out = {r["id"]: r["rollouts"] for r in run_rollouts(cands, ReplayAgent(), k=1,
-                                                        sandbox_cfg=SandboxConfig(call_timeout=3.0))}
+                                                        sandbox_cfg=SandboxConfig(call_timeout=10.0))}
     assert "contract_broken" not in out["good-0"], out["good-0"]
     assert "nonsense policy solves" in out["any-answer"]["contract_broken"]
     assert "info['solution'] returns 0" in out["defused"]["contract_broken"]
