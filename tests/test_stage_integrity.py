@@ -220,3 +220,17 @@ def test_rollout_probes_catch_environments_that_changed_since_validation():
     assert "contract_broken" not in out["good-0"], out["good-0"]
     assert "nonsense policy solves" in out["any-answer"]["contract_broken"]
     assert "info['solution'] returns 0" in out["defused"]["contract_broken"]
+
+
+def test_a_slow_candidate_runs_out_of_its_time_budget():
+    from spade_cli.envs.validation import validate_records
+    from spade_cli.sandbox import EnvSession, SandboxConfig
+
+    slow = env("slow", head="import time\n", step="time.sleep(0.2)\nok = action == self.word\n"
+               "return ('yes' if ok else 'no'), float(ok), True, False, {}")
+    cfg = SandboxConfig(call_timeout=10.0)
+    (out,) = validate_records([design("slow", slow)], lambda code: EnvSession(code, cfg), seeds=3,
+                              candidate_timeout=1.0)
+    assert out["validation"]["reason"] == "timeout", out["validation"]
+    assert "budget of 1s" in out["validation"]["detail"]
+    assert 1.0 <= out["validation"]["seconds"] < 11.0  # the budget, and at most one call more
