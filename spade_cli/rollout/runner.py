@@ -233,7 +233,7 @@ def run_rollouts(
                 stats.envs += 1
                 if verify > 0:
                     job.probe = verify_pool.submit(timed, probe, job.code, job.seeds, cfg,
-                                                   max_turns or DEFAULT_MAX_TURNS)
+                                                   DEFAULT_MAX_TURNS)
                     job.replays.append(job.probe)
             jobs.append(job)
             pending.extend(job.episodes)

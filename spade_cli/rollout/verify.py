@@ -17,7 +17,9 @@ PROBE_NONSENSE_SEEDS = 2
 
 
 def probe(code: str, seeds: list[int], cfg: Any, max_turns: int) -> str | None:
+    """`max_turns` is the limit for an environment that declares none."""
     from ..envs.checks import Rejected, nonsense_policy, run_episode
+    from ..errors import SpadeError
     from ..sandbox import EnvError, EnvSession
 
     def play(seed: int, name: str):
@@ -30,7 +32,8 @@ def probe(code: str, seeds: list[int], cfg: Any, max_turns: int) -> str | None:
                 policy = policy if isinstance(policy, list) else []
             else:
                 policy = nonsense_policy(meta.get("tools"))
-            return run_episode(env, seed, policy, max(1, min(turns, max_turns)), name, rng_seed=seed)
+            # The environment's own turn limit, not the rollout's cap: the solution must fit it.
+            return run_episode(env, seed, policy, max(1, min(int(turns), 1000)), name, rng_seed=seed)
 
     try:
         sol = play(seeds[0], "solution")
@@ -44,4 +47,8 @@ def probe(code: str, seeds: list[int], cfg: Any, max_turns: int) -> str | None:
             return f"on a rollout probe: {r.reason}: {r.detail}"
     except EnvError:
         pass  # out of time or memory on a probe: nothing proven either way
+    except SpadeError:
+        raise  # no sandbox here: the stage's problem, not the candidate's
+    except Exception:  # noqa: BLE001 - what the checks trip over proves nothing either way
+        pass
     return None
