@@ -277,7 +277,10 @@ def plain(value):
             x = box[key] = list(x)
             todo.extend((x, i) for i in range(len(x)))
         elif isinstance(x, dict):
-            x = box[key] = dict(x)
+            # Keys as json.dumps writes them: 1 -> "1", True -> "true", None -> "null".
+            x = box[key] = {k if isinstance(k, str) else json.dumps(k)
+                            if k is None or isinstance(k, (bool, int, float)) else k: v
+                            for k, v in x.items()}
             todo.extend((x, k) for k in x)
         else:
             raise TypeError(f"{type(x).__name__} at top level or inside a container")
