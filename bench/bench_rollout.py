@@ -11,7 +11,8 @@ the untrained tiny model almost never ends a turn early, so every turn is `--max
 long. Prints, per mode: wall time, model tokens, tokens/s, generate calls, and the share
 of wall time spent outside generation (sandbox start-up, env steps, prompt rendering,
 record assembly); then the throughput ratio (target >= 5x) and the batched mode's share
-outside generation (target <= 10%).
+outside generation (target <= 10%); then the batched mode once more without replay
+verification, and what verifying every episode's return by replay cost (`--verify`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from spade_cli.engines import Sampling, load_engine  # noqa: E402
 from spade_cli.envs.library import library_candidates  # noqa: E402
 from spade_cli.rollout import ModelAgent, RolloutStats, run_rollouts  # noqa: E402
 from spade_cli.sandbox import SandboxConfig  # noqa: E402
-from spade_cli.sandbox.session import fork_server  # noqa: E402
+from spade_cli.sandbox.forkserver import fork_server  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -51,13 +52,13 @@ def candidates(n: int) -> list[dict]:
     return cands
 
 
-def run(cands, engine, args, batch_size: int, ramp: int = 1) -> tuple[RolloutStats, float]:
+def run(cands, engine, args, batch_size: int, ramp: int = 1, verify: float | None = None) -> tuple[RolloutStats, float]:
     agent = ModelAgent(engine, Sampling(temperature=0.0, max_tokens=args.max_tokens), seed=0)
     stats = RolloutStats()
     t0 = time.perf_counter()
     out = list(run_rollouts(cands, agent, k=args.k, seed=0, sandbox_cfg=sandbox(args),
                             max_turns=args.max_turns, batch_size=batch_size, workers=args.workers, ramp=ramp,
-                            stats=stats))
+                            stats=stats, verify=args.verify if verify is None else verify))
     # Record I/O belongs to the rollout's cost: serialise what a command would write.
     blob = b"".join(orjson.dumps(r) + b"\n" for r in out)
     wall = time.perf_counter() - t0
@@ -97,6 +98,8 @@ def main() -> None:
     ap.add_argument("--no-fork", action="store_true",
                     help="a bwrap and Python per worker instead of forking them from the fork server")
     ap.add_argument("--quick", action="store_true", help="4 environments, k=1")
+    ap.add_argument("--verify", type=float, default=1.0,
+                    help="fraction of episodes replayed to verify their returns (run_rollouts verify)")
     args = ap.parse_args()
     if args.quick:
         args.envs, args.k = 4, 1
@@ -130,6 +133,15 @@ def main() -> None:
     print(f"throughput ratio together/one-by-one: {ratio:.1f}x (target >= 5x); "
           f"tokens {together.model_tokens} vs {alone.model_tokens}")
     print(f"share of batched rollout wall time outside generation: {outside:.1%} (target <= 10%)")
+    # What verifying returns by replay costs: the batched run again without it.
+    bare, _ = run(cands, engine, args, batch_size=n_eps, ramp=args.ramp, verify=0.0)
+    show("no replay", bare)
+    waited = together.phases.get("replay_wait", 0.0)
+    print(f"replay verification (--verify {args.verify:g}): {together.replays} replays and probes; "
+          f"the run waited {waited:.2f}s for them = {waited / together.wall_seconds:.1%} of the "
+          f"batched wall time ({together.replay_seconds:.2f}s on their own threads, concurrent); "
+          f"batched wall {together.wall_seconds:.2f}s vs {bare.wall_seconds:.2f}s without "
+          f"({together.wall_seconds / bare.wall_seconds - 1:+.1%})")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ class ValidateSettings:
         duplicates only.""")
     episode_timeout: float = option(60.0, "--episode-timeout", min=0.1,
                                     help="Wall seconds one validation episode may take.")
+    candidate_timeout: float = option(120.0, "--candidate-timeout", min=1.0, help="""Wall seconds
+        all checks of one candidate may take together (verdict `timeout`).""")
 
 
 @dataclass
@@ -108,6 +110,11 @@ class RolloutSettings:
                           help="Threads starting and stepping sandboxed environments.")
     prompt: str | None = option(None, "--prompt", help="""TOML file overriding keys of the agent
         prompt (spade_cli/prompts/agent.toml).""")
+    verify: float = option(1.0, "--verify", min=0.0, max=1.0, help="""Fraction of episodes whose
+        action log is replayed in a fresh worker on the same seed; a replay that differs marks
+        the environment 'nondeterministic' (scored invalid). With any verification, each
+        environment is also probed without the model (its solution on a rollout seed, a
+        nonsense policy on two others).""")
     replay: int = option(2, cli=False, help="""Environments replayed from memory into each
         round's agent episodes (spade-memory replay -n).""")
 

@@ -125,11 +125,18 @@ class ScoreConfig:
 
 
 def is_valid(cand: dict) -> bool:
+    """Valid: it passed validation and broke no contract during rollout."""
+    ro = cand.get("rollouts")
+    if isinstance(ro, dict) and (ro.get("contract_broken") or ro.get("nondeterministic")):
+        return False
     return bool((cand.get("validation") or {}).get("valid"))
 
 
 def invalid_score(cand: dict, cfg: ScoreConfig) -> dict:
     reason = (cand.get("validation") or {}).get("reason") or "unvalidated"
+    ro = cand.get("rollouts")
+    if reason == "ok" and isinstance(ro, dict):  # valid in validation, not in rollout
+        reason = "contract_broken" if ro.get("contract_broken") else "nondeterministic"
     penalty = cfg.invalid_penalty
     if reason == "duplicate" and cfg.duplicate_penalty is not None:
         penalty = cfg.duplicate_penalty  # spade-validate already caught the copy

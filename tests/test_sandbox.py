@@ -262,9 +262,9 @@ def test_missing_bwrap_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_unsafe_mode_warns_and_keeps_rlimits(capsys, monkeypatch, tmp_path):
-    from spade_cli.sandbox import session
+    from spade_cli.sandbox import notices
 
-    monkeypatch.setattr(session, "_warned", False)
+    monkeypatch.setattr(notices, "_warned", False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap needed
     cfg = SandboxConfig(unsafe=True, call_timeout=3.0)
     with EnvSession(GUESS, cfg) as env:
@@ -304,14 +304,14 @@ def test_session_outlives_the_thread_that_created_it():
 def test_env_error_pickles_and_require_sandbox(monkeypatch, tmp_path, capsys):
     import pickle
 
-    from spade_cli.sandbox import require_sandbox, session
+    from spade_cli.sandbox import notices, require_sandbox
 
     e = pickle.loads(pickle.dumps(EnvError("timeout", "step()", fatal=False)))
     assert (e.reason, e.detail, e.fatal, str(e)) == ("timeout", "step()", False, "timeout: step()")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ResourceError):
         require_sandbox(unsafe=False)
-    monkeypatch.setattr(session, "_warned", False)
+    monkeypatch.setattr(notices, "_warned", False)
     require_sandbox(unsafe=True)
     assert "WARNING" in capsys.readouterr().err
 
@@ -355,10 +355,21 @@ def test_unprivileged_user_path():
 
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     env = {**os.environ, "HOME": "/tmp"}
-    probe = subprocess.run(drop + [sys.executable, "-c", "import spade_cli.sandbox, gymnasium"],
-                           env=env, capture_output=True, cwd="/")
+    # What the sandbox will bind (the base interpreter behind a venv, its stdlib, the
+    # packages, worker.py), checked as that user: running some Python is not enough.
+    probe = subprocess.run(drop + [sys.executable, "-c", "from spade_cli.sandbox.config import "
+                                   "unreadable_binds; print(*unreadable_binds(), sep='\\n')"],
+                           env=env, capture_output=True, text=True, cwd="/")
     if probe.returncode != 0:
         pytest.skip("this Python or checkout is not readable by an unprivileged user")
+    if probe.stdout.strip():
+        # The sandbox refuses with one clear line naming the first such path.
+        refused = subprocess.run(drop + [sys.executable, "-c", "from spade_cli.sandbox import "
+                                         "check_sandbox; check_sandbox()"],
+                                 env=env, capture_output=True, text=True, cwd="/")
+        assert refused.returncode != 0 and "cannot read it" in refused.stderr, refused.stderr
+        pytest.skip("the sandbox binds paths an unprivileged user cannot read: "
+                    + probe.stdout.split()[0])
     out = subprocess.run(drop + [sys.executable, "-c", UNPRIVILEGED, GUESS], env=env,
                          capture_output=True, text=True, cwd="/", timeout=120)
     assert out.returncode == 0, out.stderr
@@ -370,11 +381,10 @@ def test_sessions_fall_back_to_a_bwrap_each_when_forking_cannot_work(worker_star
     import subprocess
 
     from spade_cli.sandbox import forkserver
-    from spade_cli.sandbox import session as sbsession
 
     if worker_start != "forked":
         pytest.skip("fork server only")
-    monkeypatch.setattr(sbsession, "_servers", {})
+    monkeypatch.setattr(forkserver, "_servers", {})
 
     def cannot_start(self):
         raise EnvError("crash", "the fork server did not start: no pidfds here")

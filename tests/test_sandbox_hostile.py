@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig
-from spade_cli.sandbox import session as sbsession
+from spade_cli.sandbox import uids as sbuids
 
 pytestmark = [pytest.mark.skipif(not Path("/usr/bin/bwrap").exists() and os.system("command -v bwrap >/dev/null"),
                                  reason="bwrap not installed"),
@@ -46,7 +46,7 @@ def hostile(step_body: str) -> str:
 
 def our_sandbox_processes() -> list[int]:
     """Host pids under any uid this test process hands to its workers."""
-    lo = sbsession._UID_BASE + ((os.getpid() & 0xFFFFF) << 10)
+    lo = sbuids.UID_BASE + ((os.getpid() & 0xFFFFF) << 10)
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -54,7 +54,7 @@ def our_sandbox_processes() -> list[int]:
                 uid = os.stat(f"/proc/{entry}").st_uid
             except OSError:
                 continue
-            if lo <= uid < lo + sbsession._UID_SLOTS:
+            if lo <= uid < lo + sbuids.UID_SLOTS:
                 out.append(int(entry))
     return out
 

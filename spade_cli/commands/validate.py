@@ -77,7 +77,7 @@ def validate(
         progress(select(reader, shard, limit), "validate"),
         lambda code: EnvSession(code, cfg),
         seeds=settings.seeds, seed=seed, workers=settings.workers, memory=mem, near=settings.near,
-        stats=stats)
+        stats=stats, candidate_timeout=settings.candidate_timeout)
     with open_output(output, zstd) as out, \
             (RecordWriter(rejects) if rejects else nullcontext()) as rej:
         for rec in verdicts:

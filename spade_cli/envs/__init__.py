@@ -45,6 +45,8 @@ def module_summary(code: str) -> str:
                 doc = ast.get_docstring(node)
                 break
     line = (doc or "").strip().splitlines()[0].strip() if (doc or "").strip() else ""
+    # A docstring may spell a lone surrogate ("\\ud800"), which no UTF-8 writer accepts.
+    line = line.encode("utf-8", "replace").decode()
     return line if len(line) <= 160 else line[:159] + "…"
 
 

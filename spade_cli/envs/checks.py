@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..records import REASONS
+from .leaks import hint_leak
 
 # Sandbox failures keep the sandbox's own code (timeout, memory, limit, flood, protocol,
 # crash, import_crash, ...): all of them are records.REASONS codes.
@@ -187,6 +188,36 @@ def call(session, method: str, *args, **kwargs):
         raise
 
 
+class TimedSession:
+    """A session whose calls fail with `timeout` once the candidate's time budget is spent
+    (each call is also bounded by the sandbox's own call timeout)."""
+
+    def __init__(self, session, budget: float | None):
+        self.session = session
+        self.budget = budget
+        self.deadline = None if budget is None else time.monotonic() + budget
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+    def _check(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise Rejected("timeout", f"the checks took more than the candidate's budget "
+                                      f"of {self.budget:g}s")
+
+    def reset(self, *args, **kwargs):
+        self._check()
+        return self.session.reset(*args, **kwargs)
+
+    def step(self, *args, **kwargs):
+        self._check()
+        return self.session.step(*args, **kwargs)
+
+    def renew(self, *args, **kwargs):
+        self._check()
+        return self.session.renew(*args, **kwargs)
+
+
 def session_metadata(session) -> object:
     try:
         return session.metadata
@@ -270,19 +301,12 @@ def check_same_episode(a: CheckEpisode, b: CheckEpisode) -> None:
                                            f"episode has a different length")
 
 
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
-
-
-def check_hint_text(hint: str, solution: list[str], seed: int) -> None:
-    """The hint must not spell out the whole solution: all its actions, in order, with
-    only punctuation or spaces between them. Solutions shorter than two characters are
-    not judged textually (a hint containing 'a' or '7' proves nothing)."""
-    sol = _words(" ".join(solution))
-    if len(sol) < 2:
-        return
-    if re.search(r"(?<!\w)" + re.escape(sol) + r"(?!\w)", _words(hint)):
-        raise Rejected("hint_leak", f"seed {seed}: the hint contains the whole solution")
+def check_hint_text(hint: str, solution: list[str], seed: int, observation: str = "") -> None:
+    """The hint must not give the solution away in any form `leaks.hint_leak` reads
+    (plain, separated, spelled out, reversed, encoded, as initials or a sum)."""
+    why = hint_leak(hint, solution, observation)
+    if why is not None:
+        raise Rejected("hint_leak", f"seed {seed}: {why}")
 
 
 # --------------------------------------------------------------------------- baselines
@@ -304,7 +328,8 @@ def random_tool_policy(tools: list[dict]) -> Policy:
     def act(obs: str, turn: int, rng: random.Random) -> str:
         spec = rng.choice(tools)
         toks = _tokens(obs)
-        nums = [t for t in toks if t.isdigit()] or ["0", "1"]
+        # isdecimal and ASCII: "²".isdigit() is true, but int("²") fails.
+        nums = [t for t in toks if t.isascii() and t.isdecimal() and len(t) < 19] or ["0", "1"]
         args = {}
         for pname, p in tool_params(spec).items():
             kind = p.get("type") if isinstance(p, dict) else None
@@ -323,7 +348,36 @@ def baseline_policies(meta: dict, solution: list[str], hint: str) -> dict[str, P
         first = solution[0]
         pol["repeat first solution action"] = lambda o, t, r: first
     pol["random"] = random_tool_policy(meta["tools"]) if meta.get("tools") else random_text_policy
+    pol["nonsense"] = nonsense_policy(meta.get("tools"))
     return pol
+
+
+_NONSENSE = ("banana", "42", "none", "a", "b", "c", "true", "false", "0", "-1", "x", "yes",
+             "no", "done", "solve", "answer", "hello", "ok", "?", "1 2 3", "left", "up")
+
+
+def nonsense_policy(tools: list[dict] | None) -> Policy:
+    """Seeded random answers that do not come from the observation: words, numbers and
+    short strings chosen per seed, so an environment cannot whitelist a known baseline
+    (one that pays "banana" is found on some seed, and which seed is not known in advance)."""
+
+    def word(rng: random.Random) -> str:
+        pick = rng.random()
+        if pick < 0.4:
+            return rng.choice(_NONSENSE)
+        if pick < 0.7:
+            return str(rng.randint(-10, 10 ** rng.randint(1, 6)))
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 8)))
+
+    def act(obs: str, turn: int, rng: random.Random) -> str:
+        if not tools:
+            return word(rng)
+        spec = rng.choice(tools)
+        args = {p: (rng.randint(-5, 100) if isinstance(v, dict) and v.get("type") in ("integer", "number")
+                    else word(rng)) for p, v in tool_params(spec).items()}
+        return json.dumps({"name": tool_name(spec), "arguments": args})
+
+    return act
 
 
 # --------------------------------------------------------------------------- the whole run
@@ -368,7 +422,7 @@ def run_checks(session, seeds: list[int]) -> dict:
         check_return(sol)
         check_feasible(sol)
         check_solution_terminates(sol)
-        check_hint_text(hint, solution, seed)
+        check_hint_text(hint, solution, seed, first_reset[0])
         policies = baseline_policies(meta, solution, hint)
         policies["hint"] = lambda o, t, r, h=hint: h
         for name, policy in policies.items():
@@ -394,9 +448,13 @@ def run_checks(session, seeds: list[int]) -> dict:
     return meta
 
 
-def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object]) -> Verdict:
+def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object],
+                  budget: float | None = None) -> Verdict:
     """The verdict on one design. `open_session(code)` returns a context manager yielding
-    a session (an EnvSession in production)."""
+    a session (an EnvSession in production); `budget` caps the wall time of its checks
+    (seconds, verdict `timeout`)."""
+    from ..errors import SpadeError
+
     t0 = time.perf_counter()
     meta = None
     try:
@@ -404,13 +462,18 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
         check_syntax(code)
         try:
             with open_session(code) as session:
-                meta = run_checks(session, seeds)
+                meta = run_checks(TimedSession(session, budget), seeds)
         except Rejected:
             raise
+        except SpadeError:
+            raise  # the sandbox cannot run here (ResourceError): the stage's problem
         except Exception as e:
             if hasattr(e, "reason"):
                 raise from_env_error(e) from None
-            raise
+            # Whatever else the candidate's answers made the checks trip over is its own
+            # verdict: one candidate must never fail the batch.
+            raise Rejected("protocol", f"the checks could not use what the environment sent: "
+                                       f"{type(e).__name__}: {e}") from None
     except Rejected as r:
         return Verdict(False, r.reason, r.detail, round(time.perf_counter() - t0, 4), seeds)
     return Verdict(True, "ok", "", round(time.perf_counter() - t0, 4), seeds, meta)

@@ -63,9 +63,11 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
 
 def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, seed: int = 0,
                      workers: int = 2, memory: list[dict] | None = None,
-                     near: float | None = None, stats: Counter | None = None) -> Iterator[dict]:
+                     near: float | None = None, stats: Counter | None = None,
+                     candidate_timeout: float | None = 120.0) -> Iterator[dict]:
     """Yield every record of `records` with its verdict, in input order.
     `open_session(code)` is a context manager giving a session (EnvSession in production);
+    `candidate_timeout` caps the wall time of one candidate's checks (verdict `timeout`);
     `stats` (if given) counts reasons as records come out."""
     from .. import dedup
     from ..sandbox import imap_pool
@@ -102,7 +104,7 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
     def run(item: tuple) -> dict:
         rec, code, rseeds, verdict = item
         if verdict is None:
-            verdict = validate_code(code, rseeds, open_session)
+            verdict = validate_code(code, rseeds, open_session, budget=candidate_timeout)
         return apply_verdict(rec, verdict, code)
 
     for out in imap_pool(run, (prepare(r) for r in records), workers):

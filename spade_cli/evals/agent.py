@@ -230,10 +230,11 @@ def _play(tasks: list[Task], agent, samples: int, seed: int, oracle: bool, max_t
     from ..rollout import run_rollouts
 
     out = []
-    # No wall-time limit per episode: an evaluation waits for its model.
+    # No wall-time limit per episode: an evaluation waits for its model. No replay
+    # verification: the suites are held-out benchmarks, not designer code being scored.
     played = run_rollouts(tasks, agent, k=samples, seed=seed, max_turns=max_turns,
                           episode_timeout=math.inf, batch_size=max_in_flight, workers=workers,
-                          job_factory=partial(EvalJob, oracle=oracle))
+                          job_factory=partial(EvalJob, oracle=oracle), verify=0.0)
     for i, episodes in enumerate(played):
         if on_task:
             on_task(i, episodes)

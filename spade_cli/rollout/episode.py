@@ -14,6 +14,13 @@ takes one model generation, turns it into action(s), steps the environment and a
 the env tokens of the next turn. Any EnvError ends the episode with stop "env_error" (or
 "timeout" when the episode's wall time ran out) and a detail; nothing propagates.
 
+The contract holds in rollout as in validation: an observation that is not a str, a
+reward that is not a finite number, a return outside [0, 1], terminated/truncated that
+are not bools, an info that is not a dict (or a reset info whose hint/solution have the
+wrong types), or a reply the sandbox rejects (protocol, bad_reset, bad_step, flood) end
+the episode as `env_error` and set `contract_broken`: the candidate's record says so
+and spade-regret scores it invalid.
+
 Actions: `envs.actions.reply_actions` (thinking removed; every native tool call one
 action, in order, several calls in one reply being several turns whose results go back
 as consecutive tool messages; otherwise the text). The turn limit: `envs.actions.turn_limit`.
@@ -29,6 +36,41 @@ from typing import Any
 # the gym wrapper (action_text and DEFAULT_MAX_TURNS are re-exported from here).
 from ..envs.actions import DEFAULT_MAX_TURNS, action_text, reply_actions, turn_limit  # noqa: F401
 from .trajectory import Trajectory, tool_call_message
+
+RETURN_EPS = 1e-6
+# Sandbox failures that are the environment breaking the contract (not running out of
+# a resource, which an agent's actions may cause).
+CONTRACT_REASONS = frozenset({"protocol", "bad_reset", "bad_step", "flood"})
+
+
+def reset_problem(obs: Any, info: Any) -> str | None:
+    if not isinstance(obs, str):
+        return f"reset() observation is a {type(obs).__name__}, not a str"
+    if not isinstance(info, dict):
+        return f"reset() info is a {type(info).__name__}, not a dict"
+    if "hint" in info and not isinstance(info["hint"], str):
+        return "info['hint'] is not a str"
+    sol = info.get("solution")
+    if sol is not None and not (isinstance(sol, list) and all(isinstance(a, str) for a in sol)):
+        return "info['solution'] is not a list of str"
+    return None
+
+
+def step_problem(out: Any, ret: float) -> str | None:
+    if not (isinstance(out, (list, tuple)) and len(out) == 5):
+        return "step() did not return 5 values"
+    obs, reward, terminated, truncated, info = out
+    if not isinstance(obs, str):
+        return f"step() observation is a {type(obs).__name__}, not a str"
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+        return f"step() reward {reward!r} is not a finite number"
+    if not -RETURN_EPS <= ret + reward <= 1 + RETURN_EPS:
+        return f"the return {ret + reward:g} is outside [0, 1]"
+    if not isinstance(terminated, bool) or not isinstance(truncated, bool):
+        return "terminated and truncated must be bools"
+    if not isinstance(info, dict):
+        return f"step() info is a {type(info).__name__}, not a dict"
+    return None
 
 
 class Episode:
@@ -53,6 +95,10 @@ class Episode:
         self.t0: float | None = None
         self.deadline = math.inf
         self.generations = 0
+        self.contract_broken: str | None = None
+        self.final_obs: str | None = None  # the observation after the last step
+        self.verified: bool | None = None  # replayed and reproduced (None: not replayed)
+        self.mismatch: str | None = None
 
     # -- bookkeeping --------------------------------------------------------------
 
@@ -84,9 +130,15 @@ class Episode:
             if e.reason == "timeout" and "episode limit" in e.detail:
                 self.finish("timeout", detail)
             else:
+                if e.reason in CONTRACT_REASONS:
+                    self.contract_broken = self.contract_broken or detail
                 self.finish("env_error", detail)
         else:
             self.finish("env_error", f"{type(e).__name__}: {e}")
+
+    def _broke_contract(self, what: str) -> None:
+        self.contract_broken = self.contract_broken or what
+        self.finish("env_error", f"contract: {what}")
 
     # -- transitions --------------------------------------------------------------
 
@@ -115,12 +167,15 @@ class Episode:
         except Exception as e:  # EnvError, or a malformed reply
             self._env_failed(e)
             return
-        info = info if isinstance(info, dict) else {}
+        problem = reset_problem(obs, info)
+        if problem is not None:
+            self._broke_contract(problem)
+            return
         meta = self.session.metadata or {}
         self.max_turns = turn_limit(self.job.env.get("max_turns") or meta.get("max_turns"), self.job.turn_cap)
         self.tools = self.job.env.get("tools") or meta.get("tools") or None
-        self.obs = obs if isinstance(obs, str) else str(obs)
-        self.hint = str(info.get("hint", ""))
+        self.obs = obs
+        self.hint = info.get("hint", "")
         self.solution = list(info.get("solution") or [])
         name = self.job.env.get("name") or meta.get("name") or "environment"
         self.system = prompt.system(name, self.max_turns, bool(self.tools))
@@ -155,15 +210,19 @@ class Episode:
                 break
             observation = self.obs
             try:
-                obs, reward, terminated, truncated, _info = self.session.step(action)
-                reward = float(reward)
-                if not math.isfinite(reward):
-                    raise ValueError(f"step() returned reward {reward}")
+                out = self.session.step(action)
             except Exception as e:
                 self.turns.append({"observation": observation, "action": action, "reward": 0.0})
                 self._env_failed(e)
                 break
-            self.obs = obs if isinstance(obs, str) else str(obs)
+            problem = step_problem(out, self.ret)
+            if problem is not None:
+                self.turns.append({"observation": observation, "action": action, "reward": 0.0})
+                self._broke_contract(problem)
+                break
+            obs, reward, terminated, truncated, _info = out
+            reward = float(reward)
+            self.obs = self.final_obs = obs
             self.ret += reward
             self.turns.append({"observation": observation, "action": action, "reward": reward})
             observations.append(self.obs)
@@ -193,6 +252,40 @@ class Episode:
             return
         self.traj.add_env(env)
 
+    def replay(self, cfg) -> None:
+        """Play this episode's action log again in a fresh worker on the same seed: the
+        return counts only if the observations and rewards come out the same. An
+        environment that reads the clock, counts calls across episodes or listens to a
+        peer gives itself away here (it runs alone, later). Sets `verified`/`mismatch`."""
+        from ..sandbox import EnvError, EnvSession
+
+        try:
+            with EnvSession(self.job.code, cfg) as env:
+                obs, _info = env.reset(seed=self.seed)
+                seen = [obs]
+                rewards = []
+                for turn in self.turns:
+                    out = env.step(turn["action"])
+                    if step_problem(out, sum(rewards)) is not None:
+                        raise ValueError(step_problem(out, sum(rewards)))
+                    seen.append(out[0])
+                    rewards.append(float(out[1]))
+        except EnvError as e:
+            if e.reason in CONTRACT_REASONS:
+                self.verified, self.mismatch = False, f"on replay: {e.reason}: {e.detail}"
+            return  # out of time or memory on replay: not verified either way
+        except ValueError as e:
+            self.verified, self.mismatch = False, f"on replay: {e}"
+            return
+        want = [t["observation"] for t in self.turns] + [self.final_obs] if self.turns else [self.obs]
+        if seen[: len(want)] != want:
+            first = next(i for i, (a, b) in enumerate(zip(seen, want, strict=False)) if a != b)
+            self.verified, self.mismatch = False, f"on replay, observation {first} differs"
+        elif rewards != [t["reward"] for t in self.turns]:
+            self.verified, self.mismatch = False, "on replay, the rewards differ"
+        else:
+            self.verified = True
+
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
@@ -213,6 +306,12 @@ class Episode:
         }
         if self.detail:
             ep["detail"] = self.detail
+        if self.contract_broken:
+            ep["contract_broken"] = True
+        if self.verified is not None:
+            ep["verified"] = self.verified
+        if self.mismatch:
+            ep["mismatch"] = self.mismatch
         ep["prompt_ids"] = traj.prompt_ids if traj else []
         ep["completion_ids"] = traj.completion_ids if traj else []
         ep["env_mask"] = traj.env_mask if traj else []

@@ -23,6 +23,7 @@ started ahead of admission on background threads, overlapping generation.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
@@ -30,9 +31,10 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import seed_for
+from ..records import rng_for, seed_for
 from .agents import AgentPrompt
 from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
+from .verify import probe
 
 
 @dataclass
@@ -49,6 +51,8 @@ class RolloutStats:
     load_seconds: float = 0.0  # loading the model (an agent factory), workers starting meanwhile
     stops: Counter = field(default_factory=Counter)
     phases: Counter = field(default_factory=Counter)  # wall seconds of the loop outside generation
+    replays: int = 0  # episodes replayed to verify their returns, and candidates probed
+    replay_seconds: float = 0.0  # their summed duration (on their own threads, concurrent)
     returns: dict = field(default_factory=lambda: {"nohint": [], "hint": []})
 
     def line(self) -> str:
@@ -80,14 +84,20 @@ class Job:
         valid = (record.get("validation") or {}).get("valid") is True
         self.active = valid and isinstance(self.code, str) and bool(self.code)
         self.episodes: list[Episode] = []
+        self.replays: list = []  # futures of the episodes' verifying replays and the probe
+        self.probe = None  # future of verify.probe: None, or why the contract is broken
         self.left = 0
         if not self.active:
             return
         self.turn_cap = max_turns
         base = seed_for(seed, "rollout", self.id)
         self.seeds = [(base + i) & 0x7FFFFFFF for i in range(k)]
-        for hinted in (False, True):
-            for i, s in enumerate(self.seeds):
+        # The two episodes of a pair start one after the other, in an order the
+        # environment cannot know: being started first says nothing about the condition.
+        coin = rng_for(seed, "rollout-order", self.id)
+        for i, s in enumerate(self.seeds):
+            first = coin.random() < 0.5
+            for hinted in (first, not first):
                 self.episodes.append(Episode(self, hinted, i, s))
         self.left = len(self.episodes)
 
@@ -106,6 +116,16 @@ class Job:
             "hint": hint,
             "summary": {"nohint": summarise(nohint), "hint": summarise(hint)},
         }
+        broken = next((e.contract_broken for e in self.episodes if e.contract_broken), None)
+        if broken is None and self.probe is not None:
+            broken = self.probe.result()
+        if broken:
+            rec["rollouts"]["contract_broken"] = broken
+        if self.replays:
+            rec["rollouts"]["verified"] = sum(e.verified is True for e in self.episodes)
+            mismatch = next((e.mismatch for e in self.episodes if e.mismatch), None)
+            if mismatch:
+                rec["rollouts"]["nondeterministic"] = mismatch
         return rec
 
 
@@ -138,6 +158,7 @@ def run_rollouts(
     prompt: AgentPrompt | None = None,
     stats: RolloutStats | None = None,
     on_episode: Any = None,
+    verify: float = 1.0,
     job_factory: Any = None,
 ) -> Iterator[dict]:
     """Play k no-hint and k hinted episodes on every valid candidate (validation.valid
@@ -159,7 +180,16 @@ def run_rollouts(
     `job_factory(item, k, seed, max_turns, episode_timeout)` replaces `Job` for drivers
     whose items are not candidate records (spade-eval's tasks): it gives `.active`,
     `.episodes` (Episode subclasses), `.left` and `.output(agent_info, k)`, what is
-    yielded for the item."""
+    yielded for the item.
+
+    `verify` is the fraction of finished episodes (chosen per episode from `seed`) whose
+    action log is replayed in a fresh worker on the same seed, alongside the rollout: a
+    replay that does not reproduce the observations and rewards marks the candidate
+    `nondeterministic` and spade-regret scores it invalid (time bombs, state carried
+    between episodes, anything read from outside the episode). With `verify` > 0 each
+    candidate is also probed without the model (verify.probe: its solution on a rollout
+    seed, a nonsense policy on two others), which marks it `contract_broken` if it no
+    longer holds."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
@@ -189,6 +219,7 @@ def run_rollouts(
     step_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-step")
     # Closing a worker is mostly waiting for it to exit: many threads, off the spawn path.
     close_pool = ThreadPoolExecutor(max_workers=4 * workers, thread_name_prefix="rollout-close")
+    verify_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-verify")
     depth = max(batch_size, workers)  # workers started ahead of admission
     backlog = 4 * (batch_size + depth) + 64
 
@@ -206,6 +237,10 @@ def run_rollouts(
             stats.candidates += 1
             if job.active:
                 stats.envs += 1
+                if verify > 0:
+                    job.probe = verify_pool.submit(timed, probe, job.code, job.seeds, cfg,
+                                                   DEFAULT_MAX_TURNS)
+                    job.replays.append(job.probe)
             jobs.append(job)
             pending.extend(job.episodes)
 
@@ -221,11 +256,31 @@ def run_rollouts(
         stats.returns[ep.condition].append(ep.ret)
         ep.job.left -= 1
         close_pool.submit(ep.close)
+        if ep.stop in ("terminated", "truncated", "max_turns", "context") and verify > 0 and (
+                verify >= 1 or rng_for(seed, "verify", f"{ep.job.id}/{ep.condition}/{ep.index}").random() < verify):
+            ep.job.replays.append(verify_pool.submit(timed, ep.replay, cfg))
         if on_episode is not None:
             on_episode(ep)
 
-    def finish_ready() -> Iterator[dict]:
+    def timed(fn, *args):
+        t0 = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            with replay_lock:
+                stats.replay_seconds += time.monotonic() - t0
+                stats.replays += 1
+
+    replay_lock = threading.Lock()
+
+    def finish_ready(block: bool = False) -> Iterator[dict]:
         while jobs and jobs[0].left == 0:
+            if not all(f.done() for f in jobs[0].replays):
+                if not block:
+                    return
+                t0 = time.monotonic()
+                wait(jobs[0].replays)
+                stats.phases["replay_wait"] += time.monotonic() - t0
             yield jobs.popleft().output(agent_info, k)
 
     try:
@@ -283,7 +338,7 @@ def run_rollouts(
                 else:
                     still.append(ep)
             live = still
-        yield from finish_ready()
+        yield from finish_ready(block=True)
     finally:
         t_close = time.monotonic()
         for ep in live:
@@ -293,6 +348,7 @@ def run_rollouts(
         spawn_pool.shutdown(wait=True)
         step_pool.shutdown(wait=True)
         close_pool.shutdown(wait=True)
+        verify_pool.shutdown(wait=True, cancel_futures=True)
         for ep in pending:
             ep.close()
         for job in jobs:

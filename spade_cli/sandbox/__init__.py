@@ -9,9 +9,9 @@
     require_sandbox(unsafe)                # at command start: bwrap or exit 4 / loud warning
     run_pool(fn, items, max_workers)       # fn over items on threads, results in order
 
-`UnsafeNoSandbox` is the shared `--unsafe-no-sandbox` typer option; pass its value as
-`SandboxConfig(unsafe=...)`. `SandboxPackages` (`--sandbox-package`) adds distributions
-to the jail: `SandboxConfig(packages=...)`.
+The options users set (`--unsafe-no-sandbox`, `--sandbox-package`, `--call-timeout`,
+`--memory-mb`) are `options.SandboxOptions`; `SandboxOptions.config()` is their
+`SandboxConfig`.
 
 One EnvSession is one persistent worker process (`worker.py`) in a jail of its own,
 holding one environment instance, speaking JSON lines over its stdin/stdout: 40-65 µs
@@ -40,7 +40,11 @@ What the sandbox covers
   (bounding set included) and no-new-privs is set. A seccomp filter (x86_64) refuses new
   namespaces (a user namespace of its own would let the environment mount an unbounded
   tmpfs), setns, mount and the new mount API, ptrace, bpf, perf_event_open, userfaultfd,
-  io_uring, keyrings, kernel modules, kexec, reboot, swap and process_vm_*. As a non-root
+  io_uring, keyrings, kernel modules, kexec, reboot, swap, process_vm_*, personality,
+  modify_ldt, memfd_create, memfd_secret, SysV shared memory and message queues, file
+  locks and leases (flock, fcntl record/OFD locks, F_GETLK), dnotify, inotify and
+  fanotify, and every socket family but AF_UNIX, AF_INET, AF_INET6 and NETLINK_ROUTE
+  (`worker.seccomp_program`). As a non-root
   user, bwrap's user namespace maps the worker to uid 65534 and NPROC counts per
   namespace (tests cover both; the unprivileged one runs when the Python and the checkout
   are readable by uid 65534).
@@ -64,22 +68,32 @@ What the sandbox covers
   channel; the parent validates every reply (size, JSON, sequence number), so a worker
   that writes garbage or floods ends as `protocol`/`flood`, never hangs the parent.
 
+- Memory: as root, where the kernel has a memory cgroup (`cgroup.py`), each worker and
+  all it starts share one of memory_mb + tmp_mb + shm_mb: heap, children, tmpfs pages,
+  pipes, kernel memory. What a cgroup could not count (SysV shm, memfds) is refused.
+- Protocol: both ends bound replies (depth 64, 64-bit integers, valid Unicode, JSON
+  types: `worker.protocol_problem`); nothing a worker sends raises anything but EnvError.
 - Forked workers: the fork server holds CAP_SYS_ADMIN (to build their namespaces) but
   only ever runs trusted code; each worker drops to its own uid with no capabilities
-  before the environment's module is read. Workers alive together see no files, /proc
-  entries, sockets (abstract or loopback) or IPC of one another (tested), so episodes
-  of one environment cannot tell each other apart or signal one another. If the fork
+  before the environment's module is read, and gets a private /dev/pts and inode-capped
+  /tmp and /dev/shm. Workers alive together see no files, /proc entries, sockets
+  (abstract or loopback), IPC, ptys or file locks of one another and cannot watch the
+  files they share (tests/test_sandbox_channels.py), so episodes of one environment
+  cannot tell each other apart or signal one another, bar through machine load. If the fork
   server dies, every worker forked from it dies too (their sessions answer `crash`), and
   the next session starts a new one.
 
 What it does not cover
 ----------------------
-- The kernel is shared: a kernel exploit escapes it. The seccomp filter is a short deny
-  list (x86_64 only; none elsewhere), not an allow list: most system calls stay reachable,
-  and the namespaces and the uid are what limit what they can touch.
+- The kernel is shared: a kernel exploit escapes it. The seccomp filter is mostly a deny
+  list (x86_64 only; none elsewhere): most system calls stay reachable, and the
+  namespaces and the uid are what limit what they can touch.
 - CPU and memory bandwidth are not shared fairly: a worker can use a whole core until its
-  time limits fire, and tmpfs pages (/tmp, /dev/shm) are host memory outside RLIMIT_AS
-  (bounded by their sizes: 128 workers x (tmp_mb + shm_mb) at worst).
+  time limits fire, and load is visible to all (/proc/loadavg, /proc/stat, free memory):
+  a slow covert channel between workers alive together that no namespace closes.
+- Without a memory cgroup (not root, cgroup=False), tmpfs pages are host memory outside
+  RLIMIT_AS (bounded by their sizes: 128 workers x (tmp_mb + shm_mb) at worst) and each
+  of up to nproc processes has its own memory_mb.
 - The environment can read what the jail shows: the stdlib, the allowed packages, the
   shared libraries, its own code and the kernel's /proc view of the machine (CPU, memory
   size, kernel version, load) - no user data, but not nothing. /sys is not mounted.
@@ -100,7 +114,7 @@ _EXPORTS = {
     "INSTALL_HINT": "config", "REASONS": "config", "EnvError": "config",
     "SandboxConfig": "config", "check_sandbox": "config", "require_sandbox": "config",
     "ForkServer": "forkserver",
-    "EnvSession": "session", "imap_pool": "session", "run_pool": "session", "warn_unsafe": "session",
+    "EnvSession": "session", "imap_pool": "pools", "run_pool": "pools", "warn_unsafe": "notices",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -90,10 +90,19 @@ class SandboxConfig:
     """Fork workers from one preloaded sandboxed Python (ForkServer: milliseconds per worker)
     where that applies (root, Linux >= 5.3); else, or when False, each worker starts its
     own bwrap and Python (~0.1 s of CPU). SPADE_SANDBOX_FORK=0 turns it off everywhere."""
+    cgroup: bool = True
+    """As root, where the kernel offers a memory cgroup: each worker and everything it
+    starts share one limit of memory_mb + tmp_mb + shm_mb MiB (heap, children, tmpfs
+    pages, pipes, kernel memory). SPADE_SANDBOX_CGROUP=0 turns it off everywhere."""
     packages: tuple[str, ...] = ()
     """Distributions visible inside besides gymnasium and its dependencies."""
     extra_env: dict = field(default_factory=dict)
     """Environment variables set inside (the environment is otherwise empty)."""
+
+    @property
+    def cgroup_mb(self) -> int:
+        """The one memory bound of a worker and its children, tmpfs included."""
+        return self.memory_mb + self.tmp_mb + self.shm_mb
 
     def limits(self) -> dict:
         d = asdict(self)
@@ -105,7 +114,7 @@ def require_sandbox(unsafe: bool) -> None:
     """Call at the start of a command that runs designer code: fails fast (exit code 4,
     with the install hint) when bwrap is missing, or warns loudly when unsafe."""
     if unsafe:
-        from .session import warn_unsafe
+        from .notices import warn_unsafe
 
         warn_unsafe()
     else:
@@ -129,6 +138,14 @@ def check_sandbox() -> str:
     with _check_lock:
         if path in _checked:
             return path
+        if os.geteuid() != 0:
+            bad = unreadable_binds()
+            if bad:
+                raise ResourceError(
+                    f"the sandbox must bind {bad[0]} into the jail, but this user cannot read it "
+                    f"({len(bad)} such path{'s' if len(bad) > 1 else ''}; a parent directory such as a "
+                    "0700 home hides it): use a Python installed where every user can read it "
+                    "(e.g. /usr or /opt), or run as root")
         try:
             probe = subprocess.run(bwrap_argv(path, None, SandboxConfig())
                                    + [f"{PY_ROOT}/bin/python", "-I", "-S", "-c", "pass"],
@@ -141,6 +158,26 @@ def check_sandbox() -> str:
                                 "(bwrap needs root, or unprivileged user namespaces)")
         _checked[path] = path
     return path
+
+
+def unreadable_binds(packages: tuple[str, ...] = ()) -> list[str]:
+    """Host paths the jail binds that this process's (real) user cannot read: bwrap,
+    running as that user, would fail on each. Empty when the sandbox can be built."""
+    lay = python_layout(tuple(packages))
+    paths = [lay.executable, lay.stdlib, str(Path(__file__).with_name("worker.py"))]
+    paths += [host for host, _name in lay.site_binds]
+    if lay.libdir:
+        try:
+            paths += [os.path.join(lay.libdir, n) for n in os.listdir(lay.libdir)
+                      if n.startswith("libpython") and ".so" in n]
+        except OSError:
+            paths.append(lay.libdir)
+    bad = []
+    for p in paths:
+        mode = os.R_OK | (os.X_OK if os.path.isdir(p) else 0)
+        if not os.access(p, mode):
+            bad.append(p)
+    return bad
 
 
 @dataclass(frozen=True)

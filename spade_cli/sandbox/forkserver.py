@@ -4,7 +4,7 @@ Starting a worker is a Python start plus importing numpy and gymnasium, ~0.1 s o
 a rollout starts one per episode, and on a small machine that costs as much as the
 episodes themselves. A ForkServer starts one bwrap sandbox whose Python (the zygote, in
 worker.py) imports them once and never runs untrusted code; each EnvSession then gets
-its worker forked from it (session.fork_server(cfg): one server per process and jail)
+its worker forked from it (fork_server(cfg): one server per process and jail)
 into fresh namespaces of its own (mount, pid, network, IPC, UTS; fresh /proc, /tmp and
 /dev/shm), with its own host uid, limits and seccomp filter: what a worker of its own
 bwrap gets, in milliseconds.
@@ -36,6 +36,7 @@ from .config import (
     bwrap_argv,
     check_sandbox,
 )
+from .keeper import spawn_from_keeper
 
 
 def _host_pid(pidfd: int) -> int | None:
@@ -143,14 +144,15 @@ class ForkServer:
     def usable(cfg: SandboxConfig) -> bool:
         return not cfg.unsafe and os.geteuid() == 0 and hasattr(os, "pidfd_open")
 
-    def fork(self, settings: dict) -> ForkedProcess:
-        """A new worker running `run_worker(settings)` in namespaces of its own."""
+    def fork(self, settings: dict, cgroup_fd: int | None = None) -> ForkedProcess:
+        """A new worker running `run_worker(settings)` in namespaces of its own; with
+        `cgroup_fd` (a cgroup.procs opened for writing) its pid 1 joins that cgroup first."""
         ends = [os.pipe() for _ in range(4)]  # stdin, protocol, stderr, status: (r, w)
         theirs = [ends[0][0], ends[1][1], ends[2][1], ends[3][1]]
         ours = [ends[0][1], ends[1][0], ends[2][0], ends[3][0]]
         try:
             with self._lock:
-                reply, pidfd = self._request(settings, theirs)
+                reply, pidfd = self._request(settings, theirs + ([cgroup_fd] if cgroup_fd is not None else []))
         except BaseException:
             for fd in ours:
                 os.close(fd)
@@ -215,10 +217,8 @@ class ForkServer:
         argv += [f"{PY_ROOT}/bin/python", *PY_FLAGS, WORKER_PATH,
                  json.dumps({"zygote": {"fd": theirs.fileno()}, "limits": cfg.limits()})]
         self._log = tempfile.TemporaryFile()  # the zygote's own messages (trusted, few)
-        from .session import _spawn_from_keeper  # started where --die-with-parent holds
-
-        try:
-            self._proc = _spawn_from_keeper(
+        try:  # from the keeper thread, where --die-with-parent holds
+            self._proc = spawn_from_keeper(
                 argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env={}, cwd="/",
                 close_fds=True, start_new_session=True, pass_fds=(theirs.fileno(),))
         except OSError as e:
@@ -264,3 +264,20 @@ class ForkServer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_servers: dict[tuple, ForkServer] = {}
+_servers_lock = threading.Lock()
+
+
+def fork_server(cfg: SandboxConfig) -> ForkServer | None:
+    """The process's fork server for workers of `cfg`'s jail (one per set of packages
+    and variables inside), or None where forking does not apply or cannot work here."""
+    if not (cfg.fork and ForkServer.usable(cfg)) or os.environ.get("SPADE_SANDBOX_FORK") == "0":
+        return None
+    key = (os.getpid(), tuple(cfg.packages), tuple(sorted(cfg.extra_env.items())))
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is None:
+            server = _servers[key] = ForkServer(cfg)
+    return None if server.broken else server

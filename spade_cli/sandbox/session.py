@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import queue
 import resource
 import select
 import signal
@@ -13,13 +12,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
 
+from .cgroup import WorkerCgroup, join_in_child, remove_later
 from .config import (
     PY_FLAGS,
     PY_ROOT,
@@ -31,91 +28,15 @@ from .config import (
     check_sandbox,
     jail_env,
 )
-from .forkserver import ForkedProcess, ForkServer, Unavailable
+from .forkserver import ForkedProcess, Unavailable, fork_server
+from .keeper import spawn_from_keeper
+from .notices import warn_once, warn_unsafe
+from .uids import uids
+from .worker import MAX_DEPTH, protocol_problem
 
 _TAIL = 4096  # bytes of the worker's stderr kept for error details
 
-# Host uids for root mode. Each live worker gets its own, so RLIMIT_NPROC (which counts
-# every process of a uid on the host) is a per-worker limit, and workers of concurrent
-# spade processes on one machine do not share one either (the pid is part of the uid).
-_UID_BASE = 1 << 30
-_UID_SLOTS = 1024
-
-
-class _UidPool:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.used: set[int] = set()
-        self.next = 0
-
-    def acquire(self) -> int:
-        with self.lock:
-            for _ in range(_UID_SLOTS):
-                # Round-robin: a just-released uid may still own a dying process.
-                slot, self.next = self.next, (self.next + 1) % _UID_SLOTS
-                if slot not in self.used:
-                    self.used.add(slot)
-                    return _UID_BASE + ((os.getpid() & 0xFFFFF) << 10) + slot
-        raise EnvError("crash", f"more than {_UID_SLOTS} sandboxed workers at once in one process")
-
-    def release(self, uid: int) -> None:
-        with self.lock:
-            self.used.discard((uid - _UID_BASE) & (_UID_SLOTS - 1))
-
-
-_uids = _UidPool()
-_servers: dict[tuple, ForkServer] = {}
-_servers_lock = threading.Lock()
-
-
-def fork_server(cfg: SandboxConfig) -> ForkServer | None:
-    """The process's fork server for workers of `cfg`'s jail (one per set of packages
-    and variables inside), or None where forking does not apply or cannot work here."""
-    if not (cfg.fork and ForkServer.usable(cfg)) or os.environ.get("SPADE_SANDBOX_FORK") == "0":
-        return None
-    key = (os.getpid(), tuple(cfg.packages), tuple(sorted(cfg.extra_env.items())))
-    with _servers_lock:
-        server = _servers.get(key)
-        if server is None:
-            server = _servers[key] = ForkServer(cfg)
-    return None if server.broken else server
-
-
-_warned = False
 _fd_limit_raised = False
-
-
-class _Keeper:
-    """Starts every worker from one long-lived thread. bwrap's --die-with-parent (the
-    kernel's parent-death signal) fires when the *thread* that forked it exits, so a
-    session started from a short-lived thread would die with that thread; started from
-    here, a session may be created in one thread and used from another."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.jobs: queue.SimpleQueue | None = None
-
-    def _run(self, jobs: queue.SimpleQueue) -> None:
-        while True:
-            fut, args, kwargs = jobs.get()
-            if fut.set_running_or_notify_cancel():
-                try:
-                    fut.set_result(subprocess.Popen(*args, **kwargs))
-                except BaseException as e:  # noqa: BLE001 - handed to the caller
-                    fut.set_exception(e)
-
-    def popen(self, *args, **kwargs) -> subprocess.Popen:
-        with self.lock:
-            if self.jobs is None:
-                self.jobs = queue.SimpleQueue()
-                threading.Thread(target=self._run, args=(self.jobs,), daemon=True,
-                                 name="sandbox-keeper").start()
-        fut: Future = Future()
-        self.jobs.put((fut, args, kwargs))
-        return fut.result()
-
-
-_spawn_from_keeper = _Keeper().popen
 
 
 def _wait_fd(fd: int, event: int, timeout: float) -> bool:
@@ -135,29 +56,6 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 1 << 16), hard))
     except (ValueError, OSError):
         pass
-
-
-_warned_once: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned_once:
-        _warned_once.add(message)
-        sys.stderr.write(message + "\n")
-
-
-def warn_unsafe() -> None:
-    """The loud warning printed once per process when designer code runs unconfined."""
-    global _warned
-    if _warned:
-        return
-    _warned = True
-    bar = "!" * 78
-    sys.stderr.write(
-        f"{bar}\n!! WARNING: --unsafe-no-sandbox: designer code runs WITHOUT bubblewrap, as your\n"
-        f"!! user, with your files and your network. Only resource limits apply. Use only\n"
-        f"!! for code you trust, or in a throwaway VM/container.\n{bar}\n")
-    sys.stderr.flush()
 
 
 class EnvSession:
@@ -192,6 +90,7 @@ class EnvSession:
         self._pidfd: int | None = None
         self.sandbox_pid: int | None = None  # host pid of the sandbox's pid 1 (not unsafe mode)
         self._episode_end: float | None = None
+        self.cgroup: WorkerCgroup | None = None  # the worker's memory cgroup, where there is one
         t0 = time.monotonic()
         try:
             self._spawn()
@@ -262,13 +161,23 @@ class EnvSession:
             os.close(self._pidfd)
             self._pidfd = None
         self._release_uid()
+        if self.cgroup is not None:
+            remove_later(self.cgroup)
+            self.cgroup = None
         if self.dead is None:
             self.dead = EnvError("crash", "the session is closed")
         self.proc = None
 
+    def _new_cgroup(self) -> int | None:
+        """A memory cgroup for the worker about to start; the descriptor it joins through."""
+        if not self.cfg.cgroup:
+            return None
+        self.cgroup = WorkerCgroup.create(self.cfg.cgroup_mb)
+        return self.cgroup.join_fd() if self.cgroup is not None else None
+
     def _release_uid(self) -> None:
         if self._uid_held:
-            _uids.release(self.uid)
+            uids.release(self.uid)
             self._uid_held = False
 
     def __enter__(self) -> EnvSession:
@@ -297,7 +206,7 @@ class EnvSession:
                 self._fork()
                 return
             except Unavailable as e:
-                _warn_once(f"spade: sandboxed workers cannot be forked here ({e}); starting "
+                warn_once(f"spade: sandboxed workers cannot be forked here ({e}); starting "
                            "one bwrap per worker instead (slower)")
                 self._release_uid()
         info_r = info_w = None
@@ -309,7 +218,7 @@ class EnvSession:
         else:
             bwrap = check_sandbox()
             if os.geteuid() == 0:
-                self.uid = _uids.acquire()
+                self.uid = uids.acquire()
                 self._uid_held = True
             info_r, info_w = os.pipe()
             argv = bwrap_argv(bwrap, self.uid, cfg)
@@ -319,18 +228,22 @@ class EnvSession:
             env = {}
             settings = {"uid": self.uid, "limits": cfg.limits()}
         argv.append(json.dumps(settings))
+        cg_fd = self._new_cgroup()
         try:
-            self.proc = _spawn_from_keeper(
+            self.proc = spawn_from_keeper(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=env, cwd="/", close_fds=True, start_new_session=True,
-                pass_fds=(info_w,) if info_w is not None else ())
-        except OSError as e:
+                pass_fds=(info_w,) if info_w is not None else (),
+                preexec_fn=join_in_child(cg_fd) if cg_fd is not None else None)
+        except (OSError, subprocess.SubprocessError) as e:
             if info_r is not None:
                 os.close(info_r)
             raise EnvError("crash", f"cannot start the worker: {e}") from None
         finally:
             if info_w is not None:
                 os.close(info_w)
+            if cg_fd is not None:
+                os.close(cg_fd)
         self._watch_pipes()
         if info_r is not None:
             self._read_info(info_r)
@@ -344,11 +257,21 @@ class EnvSession:
 
     def _fork(self) -> None:
         if os.geteuid() == 0:
-            self.uid = _uids.acquire()
+            self.uid = uids.acquire()
             self._uid_held = True
         cfg = self.cfg
-        self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
-                                     "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb})
+        cg_fd = self._new_cgroup()
+        try:
+            self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
+                                         "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb}, cg_fd)
+        except Unavailable:
+            if self.cgroup is not None:  # the bwrap path makes its own
+                self.cgroup.remove()
+                self.cgroup = None
+            raise
+        finally:
+            if cg_fd is not None:
+                os.close(cg_fd)
         self.sandbox_pid = self.proc.pid
         self._watch_pipes()
 
@@ -459,10 +382,16 @@ class EnvSession:
         except orjson.JSONDecodeError:
             try:  # NaN/Infinity (a reward of nan is the validator's to judge, not ours)
                 msg = json.loads(line)
-            except ValueError:
-                self._fail("protocol", f"{what}: the worker wrote something that is not JSON")
+            except (ValueError, RecursionError):
+                self._fail("protocol", f"{what}: the worker wrote something that is not JSON "
+                                       "(or nested too deep to read)")
         if not isinstance(msg, dict) or msg.get("id") != rid:
             self._fail("protocol", f"{what}: reply out of sequence")
+        # The worker bounds what it sends, but the environment shares its process and may
+        # write to the channel itself: check again here.
+        problem = protocol_problem(msg, MAX_DEPTH + 1)  # the result sits one level down
+        if problem is not None:
+            self._fail("protocol", f"{what}: the reply holds {problem}"[:2000])
         if msg.get("ok") is True:
             return msg.get("result")
         reason, detail = msg.get("reason"), str(msg.get("detail", ""))[:2000]
@@ -498,6 +427,8 @@ class EnvSession:
             how = f"killed by {name}"
             if sig == signal.SIGXCPU:
                 reason, how = "timeout", f"CPU time limit ({self.cfg.cpu_seconds}s) exceeded"
+            elif sig == signal.SIGKILL and self.cgroup is not None and self.cgroup.oom_killed():
+                reason, how = "memory", f"memory limit ({self.cfg.cgroup_mb} MiB with children and tmpfs) exceeded"
             elif sig == signal.SIGXFSZ:
                 reason, how = "limit", f"file size limit ({self.cfg.file_mb} MiB) exceeded"
         tail = self.stderr_tail.strip().splitlines()[-3:]
@@ -532,21 +463,3 @@ class EnvSession:
             pass
 
 
-def imap_pool(fn: Callable, items: Iterable, max_workers: int) -> Iterator:
-    """fn(item) for every item on up to max_workers threads, yielded in input order while
-    at most 2*max_workers items are in flight (items may be an endless stream)."""
-    max_workers = max(1, int(max_workers))
-    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sandbox") as pool:
-        pending: deque = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= 2 * max_workers:
-                yield pending.popleft().result()
-        for fut in pending:
-            yield fut.result()
-
-
-def run_pool(fn: Callable, items: Iterable, max_workers: int) -> list:
-    """fn(item) for every item on up to max_workers threads; results in input order.
-    An exception from fn propagates (catch EnvError inside fn to keep going)."""
-    return list(imap_pool(fn, items, max_workers))

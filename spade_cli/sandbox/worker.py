@@ -28,7 +28,7 @@ import time
 import traceback
 import types
 
-SETTINGS = json.loads(sys.argv[1])
+SETTINGS: dict = {}  # from argv (main) or the fork server's request (run_worker)
 MAIN_PID = os.getpid()
 PROTO = None  # fd of the protocol channel to the parent
 
@@ -63,18 +63,34 @@ def drop_privileges(uid):
         raise SystemExit("could not drop privileges")
 
 
-# Seccomp (x86_64 only): refuse what an unprivileged process should never need and what
-# widens the kernel's attack surface. Above all new namespaces: in a user namespace of
-# its own the environment would be "root" there, could mount a tmpfs with no size limit
-# (host memory, outside RLIMIT_AS) and reach kernel code that needs capabilities.
+# Seccomp (x86_64 only): refuse what an unprivileged process should never need, what
+# widens the kernel's attack surface, and what would let two workers talk. Above all new
+# namespaces: in a user namespace of its own the environment would be "root" there, could
+# mount a tmpfs with no size limit (host memory, outside RLIMIT_AS) and reach kernel code
+# that needs capabilities. Then every channel between workers that the namespaces leave:
+# advisory locks and leases on the files every jail shares read-only (the Python tree),
+# inotify/fanotify/dnotify on them, and memory the limits cannot count (SysV shared
+# memory and message queues, memfds). Sockets: an allow-list of families, so vsock
+# (not confined by a network namespace), netlink bar routing, packet and the rest are refused.
 _X86_64 = 0xC000003E
 _NS_FLAGS = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
 _SYS_UNSHARE, _SYS_CLONE, _SYS_CLONE3 = 272, 56, 435
+_SYS_FCNTL, _SYS_FLOCK, _SYS_SOCKET, _SYS_SOCKETPAIR = 72, 73, 41, 53
 _DENIED = (308, 165, 166, 155, 161, 250, 248, 249, 101, 298, 321, 323, 246, 320, 175, 313, 176,
            304, 303, 167, 168, 169, 163, 179, 428, 429, 430, 431, 432, 433, 442, 425, 426, 427,
-           310, 311)  # setns mount umount2 pivot_root chroot keyctl add_key request_key ptrace
-# perf_event_open bpf userfaultfd kexec_* *_module *_handle_at swap* reboot acct quotactl
-# the new mount API, io_uring, process_vm_*
+           310, 311,  # setns mount umount2 pivot_root chroot keyctl add_key request_key ptrace
+           # perf_event_open bpf userfaultfd kexec_* *_module *_handle_at swap* reboot acct
+           # quotactl the new mount API, io_uring, process_vm_*
+           253, 254, 294, 300, 301,  # inotify_init inotify_add_watch inotify_init1 fanotify_*
+           135, 154, 447,  # personality modify_ldt memfd_secret
+           29, 68, 319)  # shmget msgget memfd_create
+# fcntl commands that lock, lease or watch: F_GETLK F_SETLK F_SETLKW F_OFD_GETLK
+# F_OFD_SETLK F_OFD_SETLKW F_SETLEASE F_GETLEASE F_NOTIFY (F_GETLK reads others' locks).
+_FCNTL_DENIED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
+_SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX AF_INET AF_INET6 (loopback only: own netns)
+# and NETLINK_ROUTE, which glibc's getaddrinfo and if_nameindex use (it sees only the
+# worker's own network namespace); no other netlink protocol (uevents, audit, ...).
+_AF_NETLINK, _NETLINK_ROUTE = 16, 0
 
 
 def seccomp_program():
@@ -84,7 +100,9 @@ def seccomp_program():
 
     if platform.machine() != "x86_64":
         return None
-    allow, eperm, enosys, kill = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS, 0x80000000
+    allow, kill = 0x7FFF0000, 0x80000000
+    eperm, enosys = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    enolck, eafnosupport = 0x00050000 | errno.ENOLCK, 0x00050000 | errno.EAFNOSUPPORT
     prog = []  # (code, jt, jf, k) with jt/jf as label names or 0
 
     def ld(off): prog.append((0x20, 0, 0, off))
@@ -98,23 +116,47 @@ def seccomp_program():
     jeq(_SYS_UNSHARE, "flags")
     jeq(_SYS_CLONE, "flags")
     jeq(_SYS_CLONE3, "enosys")  # glibc falls back to clone(), whose flags we can see
+    jeq(_SYS_FCNTL, "fcntl")
+    jeq(_SYS_FLOCK, "enolck")
+    jeq(_SYS_SOCKET, "family")
+    jeq(_SYS_SOCKETPAIR, "family")
     for nr in _DENIED:
         jeq(nr, "eperm")
     ret(allow)
-    labels = {"flags": len(prog)}
+    labels = {"flags": len(prog)}  # (jumps go forward only: each section returns itself)
     ld(16)  # low 32 bits of the first argument: the clone/unshare flags
     prog.append((0x45, "eperm", 0, _NS_FLAGS))
+    ret(allow)
+    labels["fcntl"] = len(prog)
+    ld(24)  # the second argument: the fcntl command
+    for cmd in _FCNTL_DENIED:
+        jeq(cmd, "enolck")
+    ret(allow)
+    labels["family"] = len(prog)
+    ld(16)  # the first argument: the address family
+    for fam in _SOCKET_FAMILIES:
+        jeq(fam, "family_ok")
+    jeq(_AF_NETLINK, 0, "family_no")
+    ld(32)  # the third argument: the netlink protocol
+    jeq(_NETLINK_ROUTE, "family_ok")
+    labels["family_no"] = len(prog)
+    ret(eafnosupport)
+    labels["family_ok"] = len(prog)
     ret(allow)
     labels["eperm"] = len(prog)
     ret(eperm)
     labels["enosys"] = len(prog)
     ret(enosys)
+    labels["enolck"] = len(prog)
+    ret(enolck)
     labels["kill"] = len(prog)
     ret(kill)
     out = b""
     for i, (code, jt, jf, k) in enumerate(prog):
         jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
         jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        if not (0 <= jt < 256 and 0 <= jf < 256):
+            raise ValueError("seccomp jump out of range")
         out += struct.pack("=HBBI", code, jt, jf, k)
     return out
 
@@ -169,14 +211,102 @@ def set_memory_limit(lim):
     resource.setrlimit(resource.RLIMIT_AS, (value, value))
 
 
+# What a reply may hold. The parent checks the same bounds again (the environment runs in
+# this process and can write to the channel itself): nesting deeper than the record
+# writer or Python's recursion can handle, integers no JSON library reads back, and lone
+# surrogates that no UTF-8 writer or tokenizer accepts would fail the whole stage.
+MAX_DEPTH = 64
+MAX_INT = 1 << 63
+
+
+def protocol_problem(value, depth=MAX_DEPTH):
+    """Why `value` (decoded JSON) may not cross the protocol, or None. Iterative, so that
+    a value nested 100,000 deep is judged rather than overflowing the stack."""
+    todo = [(value, 1)]
+    while todo:
+        x, d = todo.pop()
+        if isinstance(x, str):
+            if not x.isascii():
+                try:
+                    x.encode("utf-8")
+                except UnicodeEncodeError:
+                    return "a string holds a lone surrogate (not valid Unicode text)"
+        elif isinstance(x, bool) or x is None or isinstance(x, float):
+            continue
+        elif isinstance(x, int):
+            if not -MAX_INT <= x < MAX_INT:
+                return f"an integer of {x.bit_length()} bits (limit: 64)"
+        elif isinstance(x, (list, tuple)):
+            if d > depth:
+                return f"nested deeper than {depth} levels"
+            todo.extend((v, d + 1) for v in x)
+        elif isinstance(x, dict):
+            if d > depth:
+                return f"nested deeper than {depth} levels"
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    return f"a dict key is a {type(k).__name__}, not a str"
+                todo.append((k, d + 1))
+                todo.append((v, d + 1))
+        else:
+            return f"a {type(x).__name__} is not a JSON value"
+    return None
+
+
+def plain(value):
+    """numpy values and tuples/sets as plain JSON values, or TypeError (iterative too)."""
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    root = [value]
+    todo = [(root, 0)]
+    visits = 0
+    while todo:
+        visits += 1
+        if visits > 1 << 20:  # a cycle, or a value too large for any reply anyway
+            raise TypeError("a cyclic or too large value")
+        box, key = todo.pop()
+        x = box[key]
+        if isinstance(x, (str, bool, int, float)) or x is None:
+            continue
+        if hasattr(x, "tolist") and type(x).__module__.startswith("numpy"):
+            x = x.tolist()
+            box[key] = x
+            todo.append((box, key))
+            continue
+        if isinstance(x, (tuple, set, frozenset, list)):
+            x = box[key] = list(x)
+            todo.extend((x, i) for i in range(len(x)))
+        elif isinstance(x, dict):
+            # Keys as json.dumps writes them: 1 -> "1", True -> "true", None -> "null".
+            x = box[key] = {k if isinstance(k, str) else json.dumps(k)
+                            if k is None or isinstance(k, (bool, int, float)) else k: v
+                            for k, v in x.items()}
+            todo.extend((x, k) for k in x)
+        else:
+            raise TypeError(f"{type(x).__name__} at top level or inside a container")
+    return root[0]
+
+
 def write_reply(obj):
     if os.getpid() != MAIN_PID:  # a forked copy of the worker must never answer
         os._exit(0)
-    try:
-        data = json.dumps(obj, default=to_json, allow_nan=True).encode() + b"\n"
-    except (TypeError, ValueError) as e:
+    problem = None
+    if "result" in obj:
+        try:
+            obj["result"] = plain(obj["result"])
+            problem = protocol_problem(obj["result"])
+        except Exception as e:  # noqa: BLE001 - env-defined containers may raise anything
+            problem = f"a value that is not JSON-serialisable: {e}"
+    else:
+        obj["detail"] = str(obj.get("detail", "")).encode("utf-8", "replace").decode()
+    if problem is None:
+        try:
+            data = json.dumps(obj, allow_nan=True).encode() + b"\n"
+        except (TypeError, ValueError, RecursionError) as e:
+            problem = f"a value that is not JSON-serialisable: {e}"
+    if problem is not None:
         data = json.dumps({"id": obj.get("id"), "ok": False, "reason": "bad_" + obj.get("op", "step"),
-                           "detail": f"returned a value that is not JSON-serialisable: {e}",
+                           "detail": f"{obj.get('op', 'step')}() returned {problem}"[:2000],
                            "fatal": False}).encode() + b"\n"
     cap = SETTINGS["limits"]["reply_bytes"]
     if len(data) > cap:
@@ -187,15 +317,6 @@ def write_reply(obj):
     while view:
         n = os.write(PROTO, view)
         view = view[n:]
-
-
-def to_json(x):
-    """numpy scalars and arrays become plain values; anything else is an error."""
-    if hasattr(x, "tolist") and type(x).__module__.startswith("numpy"):
-        return x.tolist()
-    if isinstance(x, (tuple, set, frozenset)):
-        return list(x)
-    raise TypeError(f"{type(x).__name__} at top level or inside a container")
 
 
 _RESOURCE_ERRNOS = {errno.EAGAIN: "processes", errno.EMFILE: "open files", errno.ENFILE: "open files",
@@ -277,9 +398,12 @@ def instantiate(cls):
 def describe(cls):
     meta = getattr(cls, "metadata", None)
     try:
-        meta = json.loads(json.dumps(meta, default=to_json))
-    except (TypeError, ValueError):
-        meta = {"__unserialisable__": repr(meta)[:500]}
+        meta = plain(meta)
+        problem = protocol_problem(meta)
+    except (TypeError, ValueError, RecursionError) as e:
+        problem = str(e)
+    if problem is not None:
+        meta = {"__unserialisable__": f"metadata: {problem}"}
     return {"class": cls.__name__, "metadata": meta}
 
 
@@ -411,17 +535,26 @@ def _close_fds_except(keep):
 
 def _episode_init(settings, fds):
     """G: pid 1 of a worker's namespaces. Trusted code only; never returns."""
-    stdin_r, proto_w, err_w, status_w = fds
+    stdin_r, proto_w, err_w, status_w = fds[:4]
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # not the zygote's reaper, nor its mask
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     try:
         _close_fds_except(fds)
+        if len(fds) == 5:  # join the worker's memory cgroup before anything else runs
+            os.write(fds[4], b"0")
+            os.close(fds[4])
+            fds = fds[:4]
         call = _libc()
         call("unshare", _NEWNS | _NEWNET | _NEWIPC | _NEWUTS)
         call("mount", None, b"/", None, _MS_REC | _MS_PRIVATE, None)
         call("mount", b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY, None)
         for path, mb in ((b"/tmp", settings["tmp_mb"]), (b"/dev/shm", settings["shm_mb"])):
-            call("mount", b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=%dm,mode=1777" % mb)
+            # nr_inodes: empty files and directories cost kernel memory the size ignores.
+            call("mount", b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                 b"size=%dm,nr_inodes=%d,mode=1777" % (mb, settings.get("inodes", 4096)))
+        # The zygote's /dev/pts is every worker's: a pty one opens, the others would see.
+        call("mount", b"tmpfs", b"/dev/pts", b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY,
+             b"size=4k,nr_inodes=1,mode=0555")
         worker = os.fork()
     except BaseException as e:  # noqa: BLE001 - the parent reads it as the worker's death
         os.write(err_w, f"the worker's sandbox failed: {type(e).__name__}: {e}\n".encode())
@@ -482,14 +615,14 @@ def zygote(control_fd):
     control.send(b'{"ok": true, "result": "ready"}')
     while True:
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 16, 4)
+            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 16, 5)
         except OSError:
             return
         if not msg:
             return  # the parent closed its end
         try:
-            if len(fds) != 4:
-                raise OSError(errno.EINVAL, f"expected 4 descriptors, got {len(fds)}")
+            if len(fds) not in (4, 5):
+                raise OSError(errno.EINVAL, f"expected 4 or 5 descriptors, got {len(fds)}")
             settings = json.loads(msg)
             call("unshare", _NEWPID)  # for the next child only
             init = -1
@@ -516,6 +649,8 @@ def zygote(control_fd):
 
 
 def main():
+    global SETTINGS
+    SETTINGS = json.loads(sys.argv[1])
     if SETTINGS.get("zygote"):
         zygote(SETTINGS["zygote"]["fd"])
     else:
