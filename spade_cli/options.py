@@ -17,7 +17,7 @@ from typing import ClassVar
 from .engines.base import Sampling
 from .settings import group, option
 
-ESTIMATORS = ("mean-gap", "max-gap", "learnability")
+ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "mean-gap", "max-gap", "learnability")
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
@@ -116,13 +116,31 @@ class RolloutSettings:
 class RegretSettings:
     TABLE: ClassVar[str] = "regret"
 
-    estimator: str = option("mean-gap", "--estimator", "-e", choices=ESTIMATORS,
-                            help='Regret estimator (README "spade-regret").')
-    invalid_penalty: float = option(-1.0, "--invalid-penalty", help="Designer reward of an invalid design.")
+    estimator: str = option("blend", "--estimator", "-e", choices=ESTIMATORS, help="""The
+        designer's reward: blend, regret, solve-rate, learning-potential (the published
+        variants) or the raw estimators mean-gap, max-gap, learnability (README
+        "spade-regret").""")
+    invalid: str = option("drop", "--invalid", choices=("drop", "penalty"), help="""Invalid designs
+        and duplicates: drop (no designer sample, as published) or penalty (trained with
+        --invalid-penalty / --duplicate-penalty).""")
+    invalid_penalty: float = option(-1.0, "--invalid-penalty", help="""Designer reward of an invalid
+        design with --invalid penalty.""")
     duplicate_penalty: float | None = option(None, "--duplicate-penalty", help="""Designer reward
-        of a duplicate (default: the invalid penalty).""")
-    clip: str = option("0,1", "--clip", help="""Clip the regret to LO,HI for the designer reward;
-        `none` keeps it raw.""")
+        of a duplicate with --invalid penalty (default: the invalid penalty).""")
+    clip: str = option("0,1", "--clip", help="""Clip mean-gap, max-gap and learnability to LO,HI
+        for the designer reward; `none` keeps them raw.""")
+    plateau_lo: float = option(0.4, "--plateau-lo", help="Win rate where the solve-rate plateau starts.")
+    plateau_hi: float = option(0.6, "--plateau-hi", help="Win rate where the solve-rate plateau ends.")
+    plateau_ramp: float = option(0.25, "--plateau-ramp", min=1e-9, help="""Width over which the
+        plateau falls from 1 to 0 on either side.""")
+    solve_weight: float = option(0.6, "--solve-weight", help="Weight of the plateau in blend.")
+    regret_weight: float = option(0.4, "--regret-weight", help="Weight of the scaled regret in blend.")
+    regret_scale: float = option(0.15, "--regret-scale", min=1e-9, help="""Regret at which blend's
+        regret term saturates (clip(regret / scale, 0, 1)).""")
+    gamma_fast: float = option(0.98, "--gamma-fast", min=0.0, max=1.0,
+                               help="learning-potential: decay of the fast EMA of the win rate.")
+    gamma_slow: float = option(0.85, "--gamma-slow", min=0.0, max=1.0,
+                               help="learning-potential: decay of the slow EMA of the win rate.")
     dedup: bool = option(True, "--dedup/--no-dedup", help="Reject duplicates of memory and of the batch.")
     dedup_threshold: float = option(0.8, "--dedup-threshold", min=0.0, max=1.0, help="""Jaccard
         similarity of token shingles at which two environments are near-duplicates.""")
