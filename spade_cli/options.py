@@ -89,8 +89,14 @@ class ValidateSettings:
 class RolloutSettings:
     TABLE: ClassVar[str] = "rollout"
 
-    episodes: int = option(4, "-k", "--episodes", min=1, help="""K: episodes per condition (no
-        hint, hint) per environment.""")
+    episodes: int = option(4, "-k", "--episodes", min=1, help="""K: plays per condition (no hint,
+        hint) per environment; the agent's GRPO group (published: 16).""")
+    episode_return: str = option("final", "--return", choices=("final", "sum"), help="""An
+        episode's return: final (the last step's reward if the episode terminated, else 0,
+        clipped to [-1, 1], as published) or sum (all step rewards). Both are recorded.""")
+    hint_source: str = option("self", "--hint-source", choices=("self", "env"), help="""The hinted
+        condition's hint: self (the candidate's `hint`, written by the model in spade-hint)
+        or env (the environment's info['hint']).""")
     agent: str = option("model", "--agent", choices=("model", "replay"), help="""`model` (sample
         from --model) or `replay` (play each episode's info['solution']; --model then only
         lends its tokenizer and chat template).""")

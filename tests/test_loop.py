@@ -114,7 +114,7 @@ def test_round_completes_with_every_stage_metrics_and_plots(finished_run):
     assert summary["kind"] == "round" and summary["round"] == 1
     assert summary["designs"] == SETTINGS["DOCS"] * SETTINGS["DESIGNS"]
     assert (run / "metrics.jsonl").exists()
-    for png in ("validity.png", "regret.png", "success.png", "training.png"):
+    for png in ("validity.png", "regret.png", "reward.png", "success.png", "training.png"):
         data = (run / "plots" / png).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 2000
     ckpt = orjson.loads((run / "round-001" / "checkpoint.jsonl").read_bytes().splitlines()[0])
