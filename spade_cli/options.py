@@ -69,6 +69,9 @@ class DesignSettings:
         packaged one (README "spade-design").""")
     batch_docs: int = option(8, "--batch-docs", min=1, help="""Documents whose designs are
         generated in one engine call.""")
+    attempts: int = option(3, cli=False, min=1, help="""Design passes per round: a document whose
+        designs all failed validation is designed again (into the same group), up to this
+        many times in all.""")
 
 
 @dataclass
@@ -83,6 +86,20 @@ class ValidateSettings:
         duplicates only.""")
     episode_timeout: float = option(60.0, "--episode-timeout", min=0.1,
                                     help="Wall seconds one validation episode may take.")
+
+
+@dataclass
+class HintSettings:
+    TABLE: ClassVar[str] = "hint"
+
+    sampling: Sampling = group(Sampling, temperature=0.3, max_tokens=256)
+    attempts: int = option(3, "--attempts", min=1, help="""Generations per environment at most: a
+        hint that contains the solution is regenerated, then the candidate is marked.""")
+    prompt: str | None = option(None, "--prompt", help="""Hint prompt file replacing the packaged
+        one (placeholders {name}, {code}, {tool_note}, {tool_rules}).""")
+    max_code_chars: int = option(12000, "--max-code-chars", min=100,
+                                 help="Environment source shown in the prompt, at most.")
+    batch: int = option(16, "--batch", min=1, help="Environments hinted in one engine call.")
 
 
 @dataclass

@@ -1,0 +1,38 @@
+"""Does a hint give the answer away? `hint_leak(hint, solution)` says why, or None.
+
+Both texts are normalised before comparing: Unicode NFKC, case folded, and every run
+of whitespace or separators (punctuation, dashes, underscores) made one space. The
+hint leaks when the solution's words appear in it in order and contiguously, or when
+the solution's characters with all separators removed (at least four of them) appear
+in the hint's with separators removed ("a-p-p-l-e", "A P P L E"). A solution shorter
+than two characters is not judged textually (a hint mentioning "a" or "7" proves
+nothing).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+MIN_CHARS = 2
+MIN_COMPACT = 4
+
+
+def normalise(text: str) -> str:
+    """NFKC, case folded, separators and whitespace to single spaces."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(re.findall(r"[^\W_]+", text))
+
+
+def hint_leak(hint: str, solution: str | list[str]) -> str | None:
+    """Why `hint` contains `solution` (an action sequence or its text), or None."""
+    sol = normalise(" ".join(solution) if isinstance(solution, list) else solution)
+    if len(sol.replace(" ", "")) < MIN_CHARS:
+        return None
+    text = normalise(hint)
+    if re.search(r"(?<!\S)" + re.escape(sol) + r"(?!\S)", text):
+        return "the hint contains the solution"
+    compact = sol.replace(" ", "")
+    if len(compact) >= MIN_COMPACT and compact in text.replace(" ", ""):
+        return "the hint contains the solution with its separators changed"
+    return None
