@@ -3,8 +3,8 @@
 Both texts are normalised before comparing: Unicode NFKC, case folded, and every run
 of whitespace or separators (punctuation, dashes, underscores) made one space. The
 hint leaks when the solution's words appear in it in order and contiguously, or when
-the solution's characters with all separators removed (at least four of them) appear
-in the hint's with separators removed ("a-p-p-l-e", "A P P L E"). A solution shorter
+whole consecutive words of the hint spell the solution with separators removed (at
+least four characters: "a-p-p-l-e", "A P P L E", "move_left" for "move left"). A solution shorter
 than two characters is not judged textually (a hint mentioning "a" or "7" proves
 nothing).
 """
@@ -33,6 +33,19 @@ def hint_leak(hint: str, solution: str | list[str]) -> str | None:
     if re.search(r"(?<!\S)" + re.escape(sol) + r"(?!\S)", text):
         return "the hint contains the solution"
     compact = sol.replace(" ", "")
-    if len(compact) >= MIN_COMPACT and compact in text.replace(" ", ""):
+    if len(compact) >= MIN_COMPACT and _spelled(text.split(), compact):
         return "the hint contains the solution with its separators changed"
     return None
+
+
+def _spelled(tokens: list[str], compact: str) -> bool:
+    """Whether whole consecutive tokens concatenate to `compact` (not part of a word)."""
+    for i in range(len(tokens)):
+        acc = ""
+        for tok in tokens[i:]:
+            acc += tok
+            if acc == compact:
+                return True
+            if not compact.startswith(acc):
+                break
+    return False
