@@ -49,7 +49,7 @@ max_tokens = {s['AGENT_TOKENS']}
 max_context = {s['MAX_CONTEXT']}
 replay = {s['REPLAY']}
 [train]
-batch_size = 2
+per_device_batch_size = 2
 """
 
 
@@ -195,7 +195,7 @@ episodes = 2
 max_turns = 1
 max_tokens = 8
 [train]
-batch_size = 2
+per_device_batch_size = 2
 """)
     r = subprocess.run(loop_cmd(cfg, tmp_path / "runs"), capture_output=True, timeout=900)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
