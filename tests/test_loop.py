@@ -106,7 +106,10 @@ def test_round_completes_with_every_stage_metrics_and_plots(finished_run):
     for stage in ("sample-docs", "design", "validate", "replay", "rollout", "regret", "train"):
         assert stages[stage]["status"] == "done", stage
     scored = load_all(str(run / "round-001" / "scored.jsonl.zst"))
-    assert len(scored) == SETTINGS["DOCS"] * SETTINGS["DESIGNS"] + SETTINGS["REPLAY"]
+    # later design attempts only re-design documents whose designs all failed
+    first = [c for c in scored if (c.get("design") or {}).get("attempt", 1) == 1]
+    assert len(first) == SETTINGS["DOCS"] * SETTINGS["DESIGNS"] + SETTINGS["REPLAY"]
+    assert len(scored) - len(first) <= 2 * SETTINGS["DOCS"] * SETTINGS["DESIGNS"]
     assert all("score" in c for c in scored)
     played = [c for c in scored if c.get("rollouts")]
     assert len(played) >= SETTINGS["REPLAY"]
