@@ -201,9 +201,11 @@ def prompt_budget(settings: DesignSettings, engine: Engine) -> int:
 
 def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSettings,
                    memory: list[dict] | None = None, template: Template | None = None, *,
-                   seed: int = 0, round: int = 0) -> Iterator[dict]:
+                   seed: int = 0, round: int = 0, attempt: int = 1) -> Iterator[dict]:
     """Candidate records, `designs_per_doc` per doc, in input order. `memory` holds the env
-    entries exemplars and the listing come from (ignored with `no_memory`)."""
+    entries exemplars and the listing come from (ignored with `no_memory`). A later
+    `attempt` (a document whose earlier designs all failed validation) keeps the group,
+    so its designs join the same GRPO group, with their own ids and sampling seeds."""
     from .memory import listing
 
     template = template or Template.load()
@@ -218,15 +220,20 @@ def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSetting
         batch.append(doc)
         if len(batch) >= settings.batch_docs:
             yield from _design_batch(batch, engine, settings, base, template, contract, entries,
-                                     listing_text, budget, seed, round)
+                                     listing_text, budget, seed, round, attempt)
             batch = []
     if batch:
         yield from _design_batch(batch, engine, settings, base, template, contract, entries,
-                                 listing_text, budget, seed, round)
+                                 listing_text, budget, seed, round, attempt)
+
+
+def _nth(attempt: int, i: int) -> int | str:
+    """Design i of an attempt: attempt 1 keeps the plain index (ids as before)."""
+    return i if attempt == 1 else f"{attempt}:{i}"
 
 
 def _design_batch(docs, engine, settings, base, template, contract, entries, listing_text, budget,
-                  seed, round):
+                  seed, round, attempt=1):
     from .memory import select_exemplars
 
     convs, samplings, meta = [], [], []
@@ -237,7 +244,7 @@ def _design_batch(docs, engine, settings, base, template, contract, entries, lis
                               listing_text, round, settings.doc_tokens, budget)
         for i in range(settings.designs_per_doc):
             s = Sampling(temperature=base.temperature, top_p=base.top_p, max_tokens=base.max_tokens,
-                         seed=seed_for(seed, "design", f"{group}:{i}"), stop=list(base.stop))
+                         seed=seed_for(seed, "design", f"{group}:{_nth(attempt, i)}"), stop=list(base.stop))
             convs.append(prompt.messages)
             samplings.append(s)
             meta.append((doc, group, i, prompt))
@@ -248,7 +255,7 @@ def _design_batch(docs, engine, settings, base, template, contract, entries, lis
             doc_field = {"id": doc["id"], "text": prompt.doc_text, "source": doc.get("source"),
                          "chars": len(doc["text"])}
         yield new_record(
-            "candidate", make_id("cand", group, i), [doc["id"]],
+            "candidate", make_id("cand", group, _nth(attempt, i)), [doc["id"]],
             origin="design", round=round, group=group, doc=doc_field,
             design={
                 "messages": prompt.messages,
@@ -260,6 +267,7 @@ def _design_batch(docs, engine, settings, base, template, contract, entries, lis
                 "engine": engine.name,
                 "model": engine.model,
                 "sampling": s.to_dict(),
+                "attempt": attempt,
                 "index": i,
                 "exemplars": prompt.exemplars,
             },

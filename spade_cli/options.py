@@ -17,7 +17,7 @@ from typing import ClassVar
 from .engines.base import Sampling
 from .settings import group, option
 
-ESTIMATORS = ("mean-gap", "max-gap", "learnability")
+ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "mean-gap", "max-gap", "learnability")
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
@@ -69,6 +69,9 @@ class DesignSettings:
         packaged one (README "spade-design").""")
     batch_docs: int = option(8, "--batch-docs", min=1, help="""Documents whose designs are
         generated in one engine call.""")
+    attempts: int = option(3, cli=False, min=1, help="""Design passes per round: a document whose
+        designs all failed validation is designed again (into the same group), up to this
+        many times in all.""")
 
 
 @dataclass
@@ -88,11 +91,31 @@ class ValidateSettings:
 
 
 @dataclass
+class HintSettings:
+    TABLE: ClassVar[str] = "hint"
+
+    sampling: Sampling = group(Sampling, temperature=0.3, max_tokens=256)
+    attempts: int = option(3, "--attempts", min=1, help="""Generations per environment at most: a
+        hint that contains the solution is regenerated, then the candidate is marked.""")
+    prompt: str | None = option(None, "--prompt", help="""Hint prompt file replacing the packaged
+        one (placeholders {name}, {code}, {tool_note}, {tool_rules}).""")
+    max_code_chars: int = option(12000, "--max-code-chars", min=100,
+                                 help="Environment source shown in the prompt, at most.")
+    batch: int = option(16, "--batch", min=1, help="Environments hinted in one engine call.")
+
+
+@dataclass
 class RolloutSettings:
     TABLE: ClassVar[str] = "rollout"
 
-    episodes: int = option(4, "-k", "--episodes", min=1, help="""K: episodes per condition (no
-        hint, hint) per environment.""")
+    episodes: int = option(4, "-k", "--episodes", min=1, help="""K: plays per condition (no hint,
+        hint) per environment; the agent's GRPO group (published: 16).""")
+    episode_return: str = option("final", "--return", choices=("final", "sum"), help="""An
+        episode's return: final (the last step's reward if the episode terminated, else 0,
+        clipped to [-1, 1], as published) or sum (all step rewards). Both are recorded.""")
+    hint_source: str = option("self", "--hint-source", choices=("self", "env"), help="""The hinted
+        condition's hint: self (the candidate's `hint`, written by the model in spade-hint)
+        or env (the environment's info['hint']).""")
     agent: str = option("model", "--agent", choices=("model", "replay"), help="""`model` (sample
         from --model) or `replay` (play each episode's info['solution']; --model then only
         lends its tokenizer and chat template).""")
@@ -123,13 +146,31 @@ class RolloutSettings:
 class RegretSettings:
     TABLE: ClassVar[str] = "regret"
 
-    estimator: str = option("mean-gap", "--estimator", "-e", choices=ESTIMATORS,
-                            help='Regret estimator (README "spade-regret").')
-    invalid_penalty: float = option(-1.0, "--invalid-penalty", help="Designer reward of an invalid design.")
+    estimator: str = option("blend", "--estimator", "-e", choices=ESTIMATORS, help="""The
+        designer's reward: blend, regret, solve-rate, learning-potential (the published
+        variants) or the raw estimators mean-gap, max-gap, learnability (README
+        "spade-regret").""")
+    invalid: str = option("drop", "--invalid", choices=("drop", "penalty"), help="""Invalid designs
+        and duplicates: drop (no designer sample, as published) or penalty (trained with
+        --invalid-penalty / --duplicate-penalty).""")
+    invalid_penalty: float = option(-1.0, "--invalid-penalty", help="""Designer reward of an invalid
+        design with --invalid penalty.""")
     duplicate_penalty: float | None = option(None, "--duplicate-penalty", help="""Designer reward
-        of a duplicate (default: the invalid penalty).""")
-    clip: str = option("0,1", "--clip", help="""Clip the regret to LO,HI for the designer reward;
-        `none` keeps it raw.""")
+        of a duplicate with --invalid penalty (default: the invalid penalty).""")
+    clip: str = option("0,1", "--clip", help="""Clip mean-gap, max-gap and learnability to LO,HI
+        for the designer reward; `none` keeps them raw.""")
+    plateau_lo: float = option(0.4, "--plateau-lo", help="Win rate where the solve-rate plateau starts.")
+    plateau_hi: float = option(0.6, "--plateau-hi", help="Win rate where the solve-rate plateau ends.")
+    plateau_ramp: float = option(0.25, "--plateau-ramp", min=1e-9, help="""Width over which the
+        plateau falls from 1 to 0 on either side.""")
+    solve_weight: float = option(0.6, "--solve-weight", help="Weight of the plateau in blend.")
+    regret_weight: float = option(0.4, "--regret-weight", help="Weight of the scaled regret in blend.")
+    regret_scale: float = option(0.15, "--regret-scale", min=1e-9, help="""Regret at which blend's
+        regret term saturates (clip(regret / scale, 0, 1)).""")
+    gamma_fast: float = option(0.98, "--gamma-fast", min=0.0, max=1.0,
+                               help="learning-potential: decay of the fast EMA of the win rate.")
+    gamma_slow: float = option(0.85, "--gamma-slow", min=0.0, max=1.0,
+                               help="learning-potential: decay of the slow EMA of the win rate.")
     dedup: bool = option(True, "--dedup/--no-dedup", help="Reject duplicates of memory and of the batch.")
     dedup_threshold: float = option(0.8, "--dedup-threshold", min=0.0, max=1.0, help="""Jaccard
         similarity of token shingles at which two environments are near-duplicates.""")

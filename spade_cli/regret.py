@@ -10,14 +10,32 @@ R_nohint, successes S_nohint) and K with it (R_hint). Estimators (README "spade-
   learnability  p * (1 - p),  p = mean(S_nohint)                   in [0, 0.25]
                 highest when the agent solves it half the time (no hint needed).
 
+The published recipe's designer rewards (README "Fidelity to the published recipe"),
+with regret = mean-gap and win rate w = mean(R_nohint):
+
+  blend               a * plateau(w) + b * clip(regret / scale, 0, 1)   (default;
+                      a 0.6, b 0.4, scale 0.15)
+  regret              max(0, regret)
+  solve-rate          plateau(w)
+  learning-potential  |mu_fast - mu_slow| / (2 (g_fast - g_slow)), mu = EMAs of w over
+                      the rounds an environment is played (g_fast 0.98, g_slow 0.85;
+                      both start at 0, so a first measurement gives w / 2)
+
+  plateau(w) = 1 on [lo, hi], falling linearly to 0 over `ramp` on either side
+  (lo 0.4, hi 0.6, ramp 0.25): an environment the agent wins about half the time.
+
+These four are rewards already: --clip applies to the first three only.
+
 Designer reward: the estimate clipped to [lo, hi] (default [0, 1]) for a valid, accepted
 environment. The lower clip matters: a negative gap means the hint *hurt* (a misleading
 hint, or noise on a hard environment); without the clip the designer would be pushed
 away from such environments harder than from one that is trivially easy, which says
-nothing useful about either. Invalid designs get `invalid_penalty` (default -1.0), below
-every valid reward so that writing a working environment always pays; duplicates of
-memory or of the batch get `duplicate_penalty` (default: the invalid penalty), since
-the memory exists to stop the designer from resubmitting what it already has.
+nothing useful about either. Invalid designs and duplicates are handled by `invalid`:
+`drop` (default, as published) gives them no reward (`reward` null, `sample` false), so
+the designer is never trained on them; `penalty` gives invalid designs `invalid_penalty`
+(default -1.0), below every valid reward so that writing a working environment always
+pays, and duplicates of memory or of the batch `duplicate_penalty` (default: the invalid
+penalty), since the memory exists to stop the designer from resubmitting what it has.
 """
 
 from __future__ import annotations
@@ -32,8 +50,9 @@ from typing import Any
 from . import memory
 from .dedup import THRESHOLD, code_hash
 
-ESTIMATORS = ("mean-gap", "max-gap", "learnability")
-DEFAULT_ESTIMATOR = "mean-gap"
+ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "mean-gap", "max-gap", "learnability")
+CLIPPED = ("mean-gap", "max-gap", "learnability")
+DEFAULT_ESTIMATOR = "blend"
 DEFAULT_CLIP = (0.0, 1.0)
 DEFAULT_INVALID_PENALTY = -1.0
 
@@ -97,6 +116,69 @@ def estimates(nohint: dict, hint: dict) -> dict[str, float | None]:
     return out
 
 
+@dataclass
+class RewardShape:
+    """The constants of the published rewards (each one an option of spade-regret)."""
+
+    plateau_lo: float = 0.4
+    plateau_hi: float = 0.6
+    plateau_ramp: float = 0.25
+    solve_weight: float = 0.6
+    regret_weight: float = 0.4
+    regret_scale: float = 0.15
+    gamma_fast: float = 0.98
+    gamma_slow: float = 0.85
+
+
+def plateau(w: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> float:
+    """1 on [lo, hi], linearly down to 0 over `ramp` outside it."""
+    if w < lo:
+        return max(0.0, 1.0 - (lo - w) / ramp)
+    if w > hi:
+        return max(0.0, 1.0 - (w - hi) / ramp)
+    return 1.0
+
+
+def ema_step(state: dict | None, w: float, shape: RewardShape) -> dict:
+    """One round of the learning-potential EMAs; state {"fast", "slow", "n"} (fresh: 0)."""
+    state = state or {"fast": 0.0, "slow": 0.0, "n": 0}
+    return {"fast": shape.gamma_fast * state["fast"] + (1 - shape.gamma_fast) * w,
+            "slow": shape.gamma_slow * state["slow"] + (1 - shape.gamma_slow) * w,
+            "n": int(state["n"]) + 1}
+
+
+def learning_potential(state: dict, shape: RewardShape) -> float:
+    return abs(state["fast"] - state["slow"]) / (2 * (shape.gamma_fast - shape.gamma_slow))
+
+
+def components(nohint: dict, hint: dict, shape: RewardShape) -> dict[str, float | None]:
+    """regret, win rate, plateau and scaled regret: the parts of the published rewards."""
+    w = nohint["mean_return"] if nohint["n"] else None
+    gap = hint["mean_return"] - w if (w is not None and hint["n"]) else None
+    out: dict[str, float | None] = {
+        "regret": gap,
+        "win_rate": w,
+        "plateau": None if w is None else plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp),
+        "scaled_regret": None if gap is None else min(1.0, max(0.0, gap / shape.regret_scale)),
+    }
+    return {k: None if v is None else _round(v) for k, v in out.items()}
+
+
+def shaped_reward(estimator: str, comp: dict, shape: RewardShape, lp_state: dict | None = None) -> float | None:
+    """The reward of one of the published variants from its components (None: unmeasured)."""
+    if estimator == "blend":
+        if comp["plateau"] is None or comp["scaled_regret"] is None:
+            return None
+        return _round(shape.solve_weight * comp["plateau"] + shape.regret_weight * comp["scaled_regret"])
+    if estimator == "regret":
+        return None if comp["regret"] is None else max(0.0, comp["regret"])
+    if estimator == "solve-rate":
+        return comp["plateau"]
+    if estimator == "learning-potential":
+        return None if lp_state is None else _round(learning_potential(lp_state, shape))
+    raise ValueError(f"unknown estimator {estimator!r}")
+
+
 def clip(value: float, bounds: tuple[float, float] | None) -> float:
     if bounds is None:
         return value
@@ -122,6 +204,18 @@ class ScoreConfig:
     threshold: float = THRESHOLD
     min_regret: float | None = None  # accept into memory only at or above this regret
     round: int | None = None  # overrides each candidate's own round
+    invalid: str = "drop"  # drop: invalid designs and duplicates give no designer sample
+    shape: RewardShape = field(default_factory=RewardShape)
+    lp_state: dict | None = None  # learning-potential EMAs by code hash, updated in place
+
+
+def no_reward(sc: dict, cfg: ScoreConfig, penalty: float) -> dict:
+    """An invalid design's or a duplicate's reward: none under `drop`, else the penalty."""
+    if cfg.invalid == "drop":
+        sc.update(reward=None, sample=False)
+    else:
+        sc["reward"] = penalty
+    return sc
 
 
 def is_valid(cand: dict) -> bool:
@@ -140,10 +234,10 @@ def invalid_score(cand: dict, cfg: ScoreConfig) -> dict:
     penalty = cfg.invalid_penalty
     if reason == "duplicate" and cfg.duplicate_penalty is not None:
         penalty = cfg.duplicate_penalty  # spade-validate already caught the copy
-    return {
+    return no_reward({
         "valid": False, "reason": reason, "estimator": cfg.estimator, "regret": None,
         "reward": penalty, "estimates": {}, "nohint": None, "hint": None, "accepted": False,
-    }
+    }, cfg, penalty)
 
 
 def valid_score(cand: dict, cfg: ScoreConfig) -> dict:
@@ -152,14 +246,29 @@ def valid_score(cand: dict, cfg: ScoreConfig) -> dict:
     nohint = condition_stats(ro.get("nohint") or [])
     hint = condition_stats(ro.get("hint") or [])
     est = estimates(nohint, hint)
-    regret = est[cfg.estimator]
-    if regret is None:
+    comp = components(nohint, hint, cfg.shape)
+    if cfg.estimator in CLIPPED:
+        regret = est[cfg.estimator]
+        reward = None if regret is None else _round(clip(regret, cfg.clip))
+    else:
+        regret = comp["regret"]
+        state = None
+        if cfg.estimator == "learning-potential" and comp["win_rate"] is not None:
+            key = cand["env"].get("code_hash") or code_hash(cand["env"]["code"])
+            store = cfg.lp_state if cfg.lp_state is not None else {}
+            state = store[key] = ema_step(store.get(key), comp["win_rate"], cfg.shape)
+            comp = {**comp, "ema_fast": _round(state["fast"]), "ema_slow": _round(state["slow"])}
+        reward = shaped_reward(cfg.estimator, comp, cfg.shape, state)
+        if reward is None:
+            regret = None
+    if regret is None or reward is None:
         # valid but no episodes were played in a needed condition: nothing measured, so
         # neither rewarded nor punished, and not accepted into memory
         return {"valid": True, "reason": "no_episodes", "estimator": cfg.estimator, "regret": None,
-                "reward": 0.0, "estimates": est, "nohint": nohint, "hint": hint, "accepted": False}
+                "reward": 0.0, "estimates": est, "components": comp, "nohint": nohint, "hint": hint,
+                "accepted": False}
     return {"valid": True, "reason": "ok", "estimator": cfg.estimator, "regret": regret,
-            "reward": _round(clip(regret, cfg.clip)), "estimates": est, "nohint": nohint,
+            "reward": reward, "estimates": est, "components": comp, "nohint": nohint,
             "hint": hint, "accepted": True}
 
 
@@ -237,8 +346,8 @@ class Scorer:
             if match is not None:
                 penalty = self.cfg.duplicate_penalty
                 sc.update(accepted=False, reason="duplicate", duplicate_of=match.key,
-                          duplicate=match.how, similarity=round(match.similarity, 4),
-                          reward=self.cfg.invalid_penalty if penalty is None else penalty)
+                          duplicate=match.how, similarity=round(match.similarity, 4))
+                no_reward(sc, self.cfg, self.cfg.invalid_penalty if penalty is None else penalty)
                 return
         if self.cfg.min_regret is not None and sc["regret"] < self.cfg.min_regret:
             sc["accepted"] = False
@@ -306,7 +415,7 @@ def summarize(scores: list[dict]) -> dict:
     valid = [s for s in scores if s["valid"]]
     reasons = Counter(s["reason"] for s in scores if s["reason"] != "ok")
     regrets = [s["regret"] for s in valid if s["regret"] is not None]
-    rewards = [s["reward"] for s in scores]
+    rewards = [s["reward"] for s in scores if s["reward"] is not None]
 
     def rate(cond: str) -> float | None:
         eps = [(s[cond]["success_rate"], s[cond]["n"]) for s in valid if s.get(cond) and s[cond]["n"]]
@@ -321,7 +430,8 @@ def summarize(scores: list[dict]) -> dict:
         "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         "success_nohint": rate("nohint"),
         "success_hint": rate("hint"),
-        "reward_mean": sum(rewards) / n if n else None,
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+        "dropped": sum(1 for s in scores if s.get("sample") is False),
     }
     if regrets:
         q = quantiles(regrets)

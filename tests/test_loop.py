@@ -106,7 +106,10 @@ def test_round_completes_with_every_stage_metrics_and_plots(finished_run):
     for stage in ("sample-docs", "design", "validate", "replay", "rollout", "regret", "train"):
         assert stages[stage]["status"] == "done", stage
     scored = load_all(str(run / "round-001" / "scored.jsonl.zst"))
-    assert len(scored) == SETTINGS["DOCS"] * SETTINGS["DESIGNS"] + SETTINGS["REPLAY"]
+    # later design attempts only re-design documents whose designs all failed
+    first = [c for c in scored if (c.get("design") or {}).get("attempt", 1) == 1]
+    assert len(first) == SETTINGS["DOCS"] * SETTINGS["DESIGNS"] + SETTINGS["REPLAY"]
+    assert len(scored) - len(first) <= 2 * SETTINGS["DOCS"] * SETTINGS["DESIGNS"]
     assert all("score" in c for c in scored)
     played = [c for c in scored if c.get("rollouts")]
     assert len(played) >= SETTINGS["REPLAY"]
@@ -114,7 +117,7 @@ def test_round_completes_with_every_stage_metrics_and_plots(finished_run):
     assert summary["kind"] == "round" and summary["round"] == 1
     assert summary["designs"] == SETTINGS["DOCS"] * SETTINGS["DESIGNS"]
     assert (run / "metrics.jsonl").exists()
-    for png in ("validity.png", "regret.png", "success.png", "training.png"):
+    for png in ("validity.png", "regret.png", "reward.png", "success.png", "training.png"):
         data = (run / "plots" / png).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 2000
     ckpt = orjson.loads((run / "round-001" / "checkpoint.jsonl").read_bytes().splitlines()[0])

@@ -15,6 +15,14 @@ from .test_memory import BANK, GUESS, GUESS_REFORMATTED, GUESS_RENAMED, NIM, var
 
 ENVS = Path(__file__).parent / "data" / "envs"
 
+# Today's scoring (mean-gap, penalties for invalid designs); the published defaults have
+# their own tests in test_recipe_rewards.py.
+LEGACY_ARGS = ("--estimator", "mean-gap", "--invalid", "penalty")
+
+
+def legacy(**kw) -> regret.ScoreConfig:
+    return regret.ScoreConfig(**{"estimator": "mean-gap", "invalid": "penalty", **kw})
+
 
 def ep(ret: float, success: bool | None = None, seed: int = 0) -> dict:
     e = {"seed": seed, "return": ret, "turns": [], "num_turns": 1, "stop": "terminated"}
@@ -72,7 +80,7 @@ def test_success_falls_back_to_return_of_one():
 )
 def test_estimators_by_hand(estimator, expected):
     c = cand("c1", GUESS, NOHINT, HINT)
-    sc = regret.valid_score(c, regret.ScoreConfig(estimator=estimator))
+    sc = regret.valid_score(c, legacy(estimator=estimator))
     assert sc["regret"] == pytest.approx(expected)
     assert sc["reward"] == pytest.approx(expected)  # inside the default clip [0, 1]
     assert sc["estimates"] == pytest.approx({"mean-gap": 0.25, "max-gap": 0.625, "learnability": 0.1875})
@@ -81,24 +89,24 @@ def test_estimators_by_hand(estimator, expected):
 
 def test_negative_gap_is_clipped_for_the_reward_only():
     c = cand("c1", GUESS, nohint=[1.0, 1.0, 0.0], hint=[0.0, 0.0, 0.5])
-    sc = regret.valid_score(c, regret.ScoreConfig())
+    sc = regret.valid_score(c, legacy())
     assert sc["regret"] == pytest.approx(0.5 / 3 - 2 / 3)
     assert sc["reward"] == 0.0
-    raw = regret.valid_score(c, regret.ScoreConfig(clip=None))
+    raw = regret.valid_score(c, legacy(clip=None))
     assert raw["reward"] == pytest.approx(-0.5)
-    narrow = regret.valid_score(cand("c2", GUESS, [0.0, 0.0], [1.0, 1.0]), regret.ScoreConfig(clip=(0.0, 0.8)))
+    narrow = regret.valid_score(cand("c2", GUESS, [0.0, 0.0], [1.0, 1.0]), legacy(clip=(0.0, 0.8)))
     assert narrow["regret"] == 1.0 and narrow["reward"] == 0.8
 
 
 def test_learnability_extremes():
-    always = regret.valid_score(cand("c", GUESS, [1, 1, 1], [1, 1, 1]), regret.ScoreConfig(estimator="learnability"))
-    never = regret.valid_score(cand("c", GUESS, [0, 0], [1, 1]), regret.ScoreConfig(estimator="learnability"))
-    half = regret.valid_score(cand("c", GUESS, [1, 0], [1, 1]), regret.ScoreConfig(estimator="learnability"))
+    always = regret.valid_score(cand("c", GUESS, [1, 1, 1], [1, 1, 1]), legacy(estimator="learnability"))
+    never = regret.valid_score(cand("c", GUESS, [0, 0], [1, 1]), legacy(estimator="learnability"))
+    half = regret.valid_score(cand("c", GUESS, [1, 0], [1, 1]), legacy(estimator="learnability"))
     assert (always["regret"], never["regret"], half["regret"]) == (0.0, 0.0, 0.25)
 
 
 def test_no_episodes_scores_zero_and_is_not_accepted():
-    sc = regret.valid_score(cand("c", GUESS, [], []), regret.ScoreConfig())
+    sc = regret.valid_score(cand("c", GUESS, [], []), legacy())
     assert sc["reason"] == "no_episodes" and sc["regret"] is None and sc["reward"] == 0.0 and not sc["accepted"]
 
 
@@ -106,7 +114,7 @@ def test_no_episodes_scores_zero_and_is_not_accepted():
 
 
 def test_invalid_designs_get_the_penalty():
-    s = regret.Scorer(regret.ScoreConfig(invalid_penalty=-0.7))
+    s = regret.Scorer(legacy(invalid_penalty=-0.7))
     bad = s.score(cand("c1", None, valid=False, reason="syntax_error"))
     unvalidated = s.score({"kind": "candidate", "id": "c2", "v": 1, "parents": []})
     for rec, reason in ((bad, "syntax_error"), (unvalidated, "unvalidated")):
@@ -117,13 +125,13 @@ def test_invalid_designs_get_the_penalty():
     # a duplicate already rejected by spade-validate gets the duplicate penalty when one is set
     dup = cand("c3", None, valid=False, reason="duplicate")
     assert s.score(dup)["score"]["reward"] == -0.7
-    s2 = regret.Scorer(regret.ScoreConfig(invalid_penalty=-0.7, duplicate_penalty=-0.2))
+    s2 = regret.Scorer(legacy(invalid_penalty=-0.7, duplicate_penalty=-0.2))
     assert s2.score(dup)["score"]["reward"] == -0.2
 
 
 def test_duplicates_in_batch_and_memory():
     mem = [memory.entry_from_candidate(cand("old", NIM, [0.0], [1.0]), {"regret": 1.0}, 0)]
-    s = regret.Scorer(regret.ScoreConfig(duplicate_penalty=-0.5), mem)
+    s = regret.Scorer(legacy(duplicate_penalty=-0.5), mem)
     first = s.score(cand("a", GUESS, NOHINT, HINT))["score"]
     renamed = s.score(cand("b", GUESS_RENAMED, NOHINT, HINT))["score"]
     reformatted = s.score(cand("c", GUESS_REFORMATTED, NOHINT, HINT))["score"]
@@ -139,20 +147,20 @@ def test_duplicates_in_batch_and_memory():
 
 
 def test_no_dedup_accepts_copies():
-    s = regret.Scorer(regret.ScoreConfig(dedup=False))
+    s = regret.Scorer(legacy(dedup=False))
     s.score(cand("a", GUESS, NOHINT, HINT))
     assert s.score(cand("b", GUESS_RENAMED, NOHINT, HINT))["score"]["accepted"]
 
 
 def test_min_regret():
-    s = regret.Scorer(regret.ScoreConfig(min_regret=0.3))
+    s = regret.Scorer(legacy(min_regret=0.3))
     assert s.score(cand("a", GUESS, NOHINT, HINT))["score"]["reason"] == "below_min_regret"
     assert s.score(cand("b", NIM, [0.0], [1.0]))["score"]["accepted"]
 
 
 def test_merge_refreshes_replayed_entries_and_adds_new():
     e_old = memory.entry_from_candidate(cand("old", NIM, [0.0], [1.0]), {"regret": 1.0}, 0)
-    s = regret.Scorer(regret.ScoreConfig(), [e_old])
+    s = regret.Scorer(legacy(), [e_old])
     rep = memory.replay_candidate(e_old, 4)
     rep["rollouts"] = {"nohint": [ep(1.0), ep(0.0)], "hint": [ep(1.0), ep(1.0)]}
     out = s.score(rep)["score"]
@@ -167,9 +175,9 @@ def test_merge_refreshes_replayed_entries_and_adds_new():
 
 
 def test_summary():
-    scores = [regret.valid_score(cand("a", GUESS, [0, 0], [1, 1]), regret.ScoreConfig()),
-              regret.valid_score(cand("b", GUESS, [1, 1], [1, 1]), regret.ScoreConfig()),
-              regret.invalid_score(cand("c", None, valid=False, reason="timeout"), regret.ScoreConfig())]
+    scores = [regret.valid_score(cand("a", GUESS, [0, 0], [1, 1]), legacy()),
+              regret.valid_score(cand("b", GUESS, [1, 1], [1, 1]), legacy()),
+              regret.invalid_score(cand("c", None, valid=False, reason="timeout"), legacy())]
     s = regret.summarize(scores)
     assert s["candidates"] == 3 and s["valid"] == 2 and s["valid_rate"] == pytest.approx(2 / 3)
     assert s["reasons"] == {"timeout": 1}
@@ -194,7 +202,7 @@ def batch() -> list[dict]:
 def test_cli_scores_every_candidate_and_updates_memory(tmp_path):
     mem_path = tmp_path / "memory.jsonl.zst"
     summary = tmp_path / "s.json"
-    r = run_cli("regret", "--memory", mem_path, "--invalid-penalty", "-2", "--summary-json", summary,
+    r = run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "--invalid-penalty", "-2", "--summary-json", summary,
                 input=jsonl(batch()))
     assert r.returncode == 0, r.stderr
     out = parse(r.stdout)
@@ -212,14 +220,14 @@ def test_cli_scores_every_candidate_and_updates_memory(tmp_path):
     assert orjson.loads(summary.read_bytes())["accepted"] == 2
 
     # a rerun on the same input (say after an interruption) gives the same scores and memory
-    r2 = run_cli("regret", "--memory", mem_path, "--invalid-penalty", "-2", input=jsonl(batch()))
+    r2 = run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "--invalid-penalty", "-2", input=jsonl(batch()))
     assert r2.returncode == 0, r2.stderr
     assert [c["score"]["reward"] for c in parse(r2.stdout)] == [0.25, -2.0, -2.0, 0.5]
     assert memory.load_memory(str(mem_path)) == entries
 
     # a later round: a reformatted copy of a is a duplicate of memory; a new env is added
     later = [cand("e", GUESS_REFORMATTED, NOHINT, HINT, round_=2), cand("f", BANK, [0.0], [1.0], round_=2)]
-    r3 = run_cli("regret", "--memory", mem_path, "-e", "max-gap", input=jsonl(later))
+    r3 = run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "-e", "max-gap", input=jsonl(later))
     out3 = parse(r3.stdout)
     assert out3[0]["score"]["duplicate_of"] == entries[0]["id"] and out3[0]["score"]["reward"] == -1.0
     assert out3[1]["score"]["estimator"] == "max-gap" and out3[1]["score"]["reward"] == 1.0
@@ -228,21 +236,21 @@ def test_cli_scores_every_candidate_and_updates_memory(tmp_path):
 
 def test_cli_dry_run_and_options(tmp_path):
     mem_path = tmp_path / "m.jsonl"
-    r = run_cli("regret", "--memory", mem_path, "--dry-run", "--no-dedup", "--clip", "none",
+    r = run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "--dry-run", "--no-dedup", "--clip", "none",
                 "--estimator", "learnability", input=jsonl(batch()))
     assert r.returncode == 0, r.stderr
     assert not mem_path.exists()
     assert [c["score"]["reward"] for c in parse(r.stdout)] == [0.1875, -1.0, 0.1875, 0.0]
-    bad = run_cli("regret", "--estimator", "median", input=b"")
+    bad = run_cli("regret", *LEGACY_ARGS, "--estimator", "median", input=b"")
     assert bad.returncode == 2 and b"--estimator must be one of" in bad.stderr
-    bad = run_cli("regret", "--clip", "1", input=b"")
+    bad = run_cli("regret", *LEGACY_ARGS, "--clip", "1", input=b"")
     assert bad.returncode == 2 and b"--clip must be LO,HI" in bad.stderr
 
 
 def test_cli_valid_without_rollouts_is_a_data_error():
     c = cand("a", GUESS, NOHINT, HINT)
     del c["rollouts"]
-    r = run_cli("regret", input=jsonl([cand("z", NIM, [0.0], [1.0]), c]))
+    r = run_cli("regret", *LEGACY_ARGS, input=jsonl([cand("z", NIM, [0.0], [1.0]), c]))
     assert r.returncode == 3
     assert b"<stdin>:2: valid candidate without rollouts" in r.stderr
 
@@ -251,7 +259,7 @@ def test_spade_memory_commands(tmp_path):
     mem_path = tmp_path / "memory.jsonl"
     recs = [cand(f"v{i}", code, [0.0, 1.0], [1.0, 1.0]) for i, code in enumerate(variants(4))]
     recs.append(cand("g", GUESS, [0.0, 0.0], [1.0, 1.0]))
-    assert run_cli("regret", "--memory", mem_path, "-q", input=jsonl(recs)).returncode == 0
+    assert run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "-q", input=jsonl(recs)).returncode == 0
     assert run_cli("memory", "count", mem_path).stdout == b"5\n"
     top = run_cli("memory", "top", mem_path, "-n", "2").stdout.decode().splitlines()
     assert top[0].startswith("id\tname\tround\tregret") and top[1].split("\t")[1] == "name-g" and len(top) == 3
@@ -283,7 +291,7 @@ def test_spade_memory_add_seeds_memory(tmp_path):
 
 def test_library_candidates_refresh_memory_instead_of_duplicating():
     lib = memory.entries_from_library([{"name": "nim", "code": NIM, "max_turns": 20}])
-    s = regret.Scorer(regret.ScoreConfig(), lib)
+    s = regret.Scorer(legacy(), lib)
     known = s.score(cand("l1", NIM, [1.0, 0.0], [1.0, 1.0], origin="library"))["score"]
     new = s.score(cand("l2", BANK, [0.0, 0.0], [1.0, 1.0], origin="library"))["score"]
     assert known["reason"] == "ok" and known["memory_id"] == lib[0]["id"] and not known["accepted"]
@@ -295,7 +303,7 @@ def test_library_candidates_refresh_memory_instead_of_duplicating():
 
 def test_merge_drops_copies_added_meanwhile_by_another_shard():
     # shard 1 and shard 2 both start from an empty memory; shard 1 merges first
-    s1, s2 = regret.Scorer(regret.ScoreConfig()), regret.Scorer(regret.ScoreConfig())
+    s1, s2 = regret.Scorer(legacy()), regret.Scorer(legacy())
     s1.score(cand("a", GUESS, NOHINT, HINT))
     s2.score(cand("b", GUESS_RENAMED.replace("Correct!", "Right!"), NOHINT, HINT))
     s2.score(cand("c", NIM, NOHINT, HINT))

@@ -9,10 +9,18 @@ import orjson
 import pytest
 
 from spade_cli.records import new_record, seed_for
-from spade_cli.rollout import ModelAgent, ReplayAgent, RolloutStats, action_text, run_rollouts
+from spade_cli.rollout import ModelAgent, ReplayAgent, RolloutStats, action_text
+from spade_cli.rollout import run_rollouts as _run_rollouts
 from spade_cli.sandbox import SandboxConfig
 
 from .conftest import run_cli
+
+
+def run_rollouts(*args, **kw):
+    """These environments write their own hints (info["hint"]): --hint-source env. The
+    model's hints (the default, `self`) are tested in test_hint.py."""
+    return _run_rollouts(*args, **{"hint_source": "env", **kw})
+
 
 CFG = SandboxConfig(call_timeout=2.0)
 
@@ -261,7 +269,7 @@ def test_tiny_model_rollouts_have_consistent_trajectories(engine, tiny_runs):
             assert all(lp <= 0.0 for lp in e["logprobs"])
             prompt = tok.decode(e["prompt_ids"])
             assert e["turns"][0]["observation"] in prompt
-            assert ("Privileged hint" in prompt) == e["hint"]
+            assert ("HINT: " in prompt) == e["hint"]
             assert e["num_turns"] == len(e["turns"]) >= 1
             assert e["stop"] in ("terminated", "truncated", "max_turns", "context")
             segs = segments(e)
@@ -371,7 +379,7 @@ def test_command_replay_agent_with_memory_replay_file(tmp_path):
                        max_turns=5, tools=None, doc_id=None, round=1, scores={}, replays=0, last_round=1)
     mem = tmp_path / "memory.jsonl"
     mem.write_bytes(orjson.dumps(entry) + b"\n")
-    r = run_cli("rollout", "-", "--agent", "replay", "-k", "2", "--replay", str(mem),
+    r = run_cli("rollout", "--hint-source", "env", "-", "--agent", "replay", "-k", "2", "--replay", str(mem),
                 "--call-timeout", "2", input=data)
     assert r.returncode == 0, r.stderr.decode()
     out = [orjson.loads(x) for x in r.stdout.splitlines()]
@@ -388,7 +396,7 @@ def test_command_reads_its_file_argument_and_leaves_stdin_alone(tmp_path):
     path = tmp_path / "cands.jsonl"
     path.write_bytes(orjson.dumps(cand(GUESS, "guess")) + b"\n")
     # Without --replay nothing else is read: stdin (here garbage) must stay untouched.
-    r = run_cli("rollout", str(path), "--agent", "replay", "-k", "1", input=b"not json\n")
+    r = run_cli("rollout", "--hint-source", "env", str(path), "--agent", "replay", "-k", "1", input=b"not json\n")
     assert r.returncode == 0, r.stderr.decode()
     out = [orjson.loads(x) for x in r.stdout.splitlines()]
     assert [o["id"] for o in out] == ["cand-guess"]
@@ -396,10 +404,10 @@ def test_command_reads_its_file_argument_and_leaves_stdin_alone(tmp_path):
 
 def test_command_needs_a_model_only_when_there_is_something_to_play():
     invalid = orjson.dumps(cand(GUESS, "bad", valid=False)) + b"\n"
-    r = run_cli("rollout", input=invalid)
+    r = run_cli("rollout", "--hint-source", "env", input=invalid)
     assert r.returncode == 0, r.stderr
     assert orjson.loads(r.stdout) == orjson.loads(invalid)
-    r = run_cli("rollout", input=orjson.dumps(cand(GUESS, "good")) + b"\n")
+    r = run_cli("rollout", "--hint-source", "env", input=orjson.dumps(cand(GUESS, "good")) + b"\n")
     assert r.returncode == 2
     assert r.stderr.decode().strip() == ("spade-rollout: error: --model is required with --agent model "
                                          "(or use --agent replay)")
@@ -434,7 +442,7 @@ def test_missing_bwrap_stops_the_run_instead_of_failing_every_episode(monkeypatc
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ResourceError, match="bwrap not found"):
         list(run_rollouts([cand(GUESS, "guess")], ReplayAgent(), k=1, sandbox_cfg=CFG))
-    r = run_cli("rollout", "--agent", "replay", input=orjson.dumps(cand(GUESS, "guess")) + b"\n",
+    r = run_cli("rollout", "--hint-source", "env", "--agent", "replay", input=orjson.dumps(cand(GUESS, "guess")) + b"\n",
                 env={"PATH": str(tmp_path)})
     assert r.returncode == 4 and r.stdout == b""
     assert r.stderr.decode().startswith("spade-rollout: error: bwrap not found")

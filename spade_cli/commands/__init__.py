@@ -5,6 +5,7 @@ COMMANDS = {
     "spade-sample-docs": "spade_cli.commands.sample_docs",
     "spade-design": "spade_cli.commands.design",
     "spade-validate": "spade_cli.commands.validate",
+    "spade-hint": "spade_cli.commands.hint",
     "spade-rollout": "spade_cli.commands.rollout",
     "spade-regret": "spade_cli.commands.regret",
     "spade-train": "spade_cli.commands.train",

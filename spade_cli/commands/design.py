@@ -37,12 +37,28 @@ app = make_app(
 )
 
 
+def failed_docs(paths: list[str]) -> set[str]:
+    """Ids of the documents whose designs in `paths` all failed validation."""
+    valid, seen = set(), set()
+    for rec in RecordReader(paths, kind="candidate"):
+        for doc_id in rec.get("parents") or []:
+            seen.add(doc_id)
+            if (rec.get("validation") or {}).get("valid"):
+                valid.add(doc_id)
+    return seen - valid
+
+
 @stage_command(app, settings=DesignSettings, engine=EngineOptions)
 def design(
     inputs: Inputs = None,
     output: Output = "-",
     memory: Annotated[str | None, typer.Option("--memory", help="Environment memory (env records) for exemplars and the listing.")] = None,
     round_: Annotated[int, typer.Option("--round", min=0, help="Round number recorded in the candidates.")] = 0,
+    attempt: Annotated[int, typer.Option("--attempt", min=1, help="Design attempt recorded in the candidates "
+                                         "(later attempts get their own ids and seeds).")] = 1,
+    retry_failed: Annotated[list[str] | None, typer.Option(
+        "--retry-failed", help="Validated candidates of earlier attempts (repeatable): design only for the "
+        "documents none of whose designs there is valid.")] = None,
     seed: Seed = 0,
     shard: Shard = None,
     limit: Limit = None,
@@ -69,8 +85,12 @@ def design(
             entries = entries_from_library(load_library())
     reader = RecordReader(inputs or ["-"], kind="doc", required=("id", "text"))
 
+    failed = failed_docs(retry_failed) if retry_failed else None
+
     def docs():
         for rec in select(reader, shard, limit):
+            if failed is not None and rec["id"] not in failed:
+                continue
             if not isinstance(rec["text"], str) or not rec["text"].strip():
                 raise reader.error("doc record has no text")
             yield rec
@@ -92,7 +112,7 @@ def design(
     n = 0
     try:
         with open_output(output, zstd) as out:
-            for rec in progress(design_records(itertools.chain([first], stream), eng, settings, entries, template, seed=seed, round=round_), "designs", unit="design"):
+            for rec in progress(design_records(itertools.chain([first], stream), eng, settings, entries, template, seed=seed, round=round_, attempt=attempt), "designs", unit="design"):
                 out.write(rec)
                 n += 1
     finally:

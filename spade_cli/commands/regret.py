@@ -25,6 +25,7 @@ from ..errors import UsageError
 from ..options import RegretSettings
 from ..recordio import RecordReader, atomic_write_bytes
 from ..regret import (
+    RewardShape,
     ScoreConfig,
     Scorer,
     merge_into_memory,
@@ -54,6 +55,24 @@ def parse_clip(text: str) -> tuple[float, float] | None:
     return lo, hi
 
 
+def read_state(path: str | None) -> dict:
+    """The learning-potential EMAs by code hash; a missing file is an empty state."""
+    from pathlib import Path
+
+    from ..errors import DataError
+
+    if not path or not Path(path).exists():
+        return {}
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise DataError(f"{path}: not a JSON state file ({e})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) and {"fast", "slow", "n"} <= v.keys()
+                                             for v in data.values()):
+        raise DataError(f"{path}: expected an object of {{fast, slow, n}} per environment")
+    return data
+
+
 @stage_command(app, settings=RegretSettings)
 def regret(
     inputs: Inputs = None,
@@ -70,6 +89,12 @@ def regret(
     summary_json: Annotated[
         str | None, typer.Option("--summary-json", help="Also write the batch summary as JSON to this file.")
     ] = None,
+    state: Annotated[
+        str | None, typer.Option("--state", help="learning-potential: JSON file of each environment's "
+                                 "win-rate EMAs, written (atomically) after scoring.")] = None,
+    state_from: Annotated[
+        str | None, typer.Option("--state-from", help="Read the EMAs from this file instead of --state "
+                                 "(the previous round's), so a rerun starts from the same state.")] = None,
     shard: Shard = None,
     limit: Limit = None,
     zstd: Zstd = False,
@@ -80,8 +105,17 @@ def regret(
         estimator=settings.estimator, invalid_penalty=settings.invalid_penalty,
         duplicate_penalty=settings.duplicate_penalty, clip=parse_clip(settings.clip),
         dedup=settings.dedup, threshold=settings.dedup_threshold, min_regret=settings.min_regret,
-        round=round_,
+        round=round_, invalid=settings.invalid,
+        shape=RewardShape(settings.plateau_lo, settings.plateau_hi, settings.plateau_ramp,
+                          settings.solve_weight, settings.regret_weight, settings.regret_scale,
+                          settings.gamma_fast, settings.gamma_slow),
     )
+    if settings.plateau_lo > settings.plateau_hi:
+        raise UsageError("--plateau-lo must not exceed --plateau-hi")
+    if settings.estimator == "learning-potential":
+        if settings.gamma_fast == settings.gamma_slow:
+            raise UsageError("--gamma-fast and --gamma-slow must differ")
+        cfg.lp_state = read_state(state_from or state)
     entries = memory.load_memory(memory_path)
     scorer = Scorer(cfg, entries)
     reader = RecordReader(inputs or ["-"], kind="candidate", required=("id",))
@@ -97,6 +131,8 @@ def regret(
             old, scorer.accepted, scorer.replayed, seen,
             settings.dedup_threshold if settings.dedup else None))
         log.info("memory %s: %d environments (%+d)", memory_path, len(new), len(new) - len(entries))
+    if state and cfg.lp_state is not None and not dry_run:
+        atomic_write_bytes(state, orjson.dumps(cfg.lp_state, option=orjson.OPT_SORT_KEYS) + b"\n")
     summary = summarize(scorer.scored)
     if summary_json:
         atomic_write_bytes(summary_json, orjson.dumps(summary, option=orjson.OPT_INDENT_2) + b"\n")

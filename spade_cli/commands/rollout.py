@@ -122,7 +122,8 @@ def rollout(
             max_turns=settings.max_turns, max_context=settings.max_context,
             episode_timeout=settings.episode_timeout, batch_size=settings.batch_size,
             workers=settings.workers, prompt=the_prompt, stats=stats, on_episode=tick,
-            verify=settings.verify))
+            verify=settings.verify, episode_return=settings.episode_return,
+            hint_source=settings.hint_source))
     bar.close()
     log.info("%s", stats.line())
 

@@ -209,6 +209,8 @@ class TaskEpisode(Episode):
 class EvalJob:
     """One task on its way through `run_rollouts`: `samples` episodes, no hint."""
 
+    return_mode = "sum"  # a suite's score is its rewards summed (clipped in the record)
+
     def __init__(self, task: Task, k: int, seed: int, max_turns: int | None, timeout: float,
                  oracle: bool = False):
         self.task = task

@@ -22,6 +22,7 @@ from ..errors import UsageError
 from ..options import (
     DesignSettings,
     EvalSettings,
+    HintSettings,
     RegretSettings,
     RolloutSettings,
     SampleDocsSettings,
@@ -47,7 +48,7 @@ class BaselineSettings:
 
 STAGE_TABLES: dict[str, type] = {
     "model": EngineOptions, "corpus": SampleDocsSettings, "design": DesignSettings,
-    "validate": ValidateSettings, "rollout": RolloutSettings, "regret": RegretSettings,
+    "validate": ValidateSettings, "hint": HintSettings, "rollout": RolloutSettings, "regret": RegretSettings,
     "train": TrainSettings, "baseline": BaselineSettings, "eval": EvalSettings,
     "sandbox": SandboxOptions,
 }
@@ -67,6 +68,7 @@ class LoopConfig:
     corpus: SampleDocsSettings = field(default_factory=SampleDocsSettings)
     design: DesignSettings = field(default_factory=DesignSettings)
     validate: ValidateSettings = field(default_factory=ValidateSettings)
+    hint: HintSettings = field(default_factory=HintSettings)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     regret: RegretSettings = field(default_factory=RegretSettings)
     train: TrainSettings = field(default_factory=TrainSettings)

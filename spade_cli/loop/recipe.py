@@ -161,18 +161,50 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     out.append(Stage("validate", "validate", [str(cands)],
                      [*st.to_argv(cfg.validate), *sandbox, "--seed", seed, *extra("validate", [])],
                      validated, [validated], shardable=True, order_inputs=[str(cands)]))
-    out.append(Stage("rollout", "rollout", [str(validated)],
+    played = [str(validated)]
+    if cfg.baseline.mode == "spade":
+        # Documents whose designs all failed are designed again, into the same groups.
+        for a in range(2, cfg.design.attempts + 1):
+            c_a, v_a = d / f"candidates-{a}.jsonl.zst", d / f"validated-{a}.jsonl.zst"
+            retry = [x for p in played for x in ("--retry-failed", p)]
+            out.append(Stage(f"design-{a}", "design", [str(docs)],
+                             [*engine, *st.to_argv(cfg.design), *memory_args, "--round", str(r),
+                              "--seed", seed, "--attempt", str(a), *retry, *extra("design", [])],
+                             c_a, [c_a]))
+            out.append(Stage(f"validate-{a}", "validate", [str(c_a)],
+                             [*st.to_argv(cfg.validate), *sandbox, "--seed", seed, *extra("validate", [])],
+                             v_a, [v_a], shardable=True, order_inputs=[str(c_a)]))
+            played.append(str(v_a))
+    rollout_in = played
+    rollout_order = [*played, *rollout_order[1:]]
+    if cfg.rollout.hint_source == "self":
+        # The model writes the hints of this round's and the replayed environments.
+        hinted = d / "hinted.jsonl.zst"
+        hint_in = played + rollout_order[len(played):]
+        out.append(Stage("hint", "hint", hint_in,
+                         [*engine, *st.to_argv(cfg.hint), *sandbox, "--seed", seed, *extra("hint", [])],
+                         hinted, [hinted], shardable=True, order_inputs=hint_in))
+        rollout_in = rollout_order = [str(hinted)]
+        replay_args = []
+    out.append(Stage("rollout", "rollout", rollout_in,
                      [*replay_args, *engine, *st.to_argv(cfg.rollout), *sandbox, "--seed", seed,
                       *extra("rollout", [])],
                      rollouts, [rollouts], shardable=True, order_inputs=rollout_order))
 
     regret_args = [*st.to_argv(cfg.regret), "--round", str(r)]
+    lp_state = d / "lp-state.json"
+    if cfg.regret.estimator == "learning-potential":
+        # The EMAs of each environment's win rate, carried from round to round.
+        regret_args += ["--state", str(lp_state)]
+        if r > 1:
+            regret_args += ["--state-from", str(round_dir(cfg, r - 1) / "lp-state.json")]
     if mem is not None:
         regret_args += ["--memory", str(memory_out)]
     # The stage owns a fresh copy of the previous memory, so a rerun after a kill in
     # mid-stage starts again from the same memory.
     out.append(Stage("regret", "regret", [str(rollouts)], [*regret_args, *extra("regret", [])],
-                     scored, [scored] + ([memory_out] if mem is not None else []),
+                     scored, [scored] + ([memory_out] if mem is not None else [])
+                     + ([lp_state] if cfg.regret.estimator == "learning-potential" else []),
                      copy=(mem, memory_out) if mem is not None else None, keep=True))
 
     if cfg.train.enabled:

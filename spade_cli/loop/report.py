@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from .runner import Round
 
 
+COMPONENTS = ("regret", "win_rate", "plateau", "scaled_regret")
+"""The parts of the designer's reward (score.components), averaged per round."""
+
+
 def _mean(xs: list[float]) -> float | None:
     return round(statistics.fmean(xs), 4) if xs else None
 
@@ -29,6 +33,12 @@ def score_metrics(scored: list[dict]) -> dict[str, Any]:
     reasons = Counter((c.get("validation") or {}).get("reason", "unvalidated") for c in designed)
     regrets = [c["score"]["regret"] for c in scored if (c.get("score") or {}).get("regret") is not None]
     rewards = [c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None]
+    comps: dict[str, list[float]] = {k: [] for k in COMPONENTS}
+    for c in scored:
+        for k, v in ((c.get("score") or {}).get("components") or {}).items():
+            if k in comps and v is not None:
+                comps[k].append(v)
+    attempts = Counter(str((c.get("design") or {}).get("attempt", 1)) for c in designed if c.get("design"))
     succ: dict[str, list[float]] = {"nohint": [], "hint": []}
     returns: dict[str, list[float]] = {"nohint": [], "hint": []}
     for c in scored:
@@ -46,6 +56,9 @@ def score_metrics(scored: list[dict]) -> dict[str, Any]:
         "regret_mean": _mean(regrets),
         "regrets": regrets,
         "designer_reward_mean": _mean(rewards),
+        "designer_samples": len(rewards),
+        "design_attempts": dict(sorted(attempts.items())),
+        **{f"{k}_mean": _mean(v) for k, v in comps.items()},
         "success_nohint": _mean(succ["nohint"]),
         "success_hint": _mean(succ["hint"]),
         "return_nohint": _mean(returns["nohint"]),
@@ -102,8 +115,8 @@ def load_metrics(cfg: LoopConfig) -> list[dict[str, Any]]:
 
 
 def plot_run(cfg: LoopConfig) -> list[Path]:
-    """Four PNGs under RUN/plots/, redrawn after every round across all rounds so far:
-    validity.png, regret.png, success.png, training.png."""
+    """Five PNGs under RUN/plots/, redrawn after every round across all rounds so far:
+    validity.png, regret.png, reward.png, success.png, training.png."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -157,6 +170,17 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
             ax.scatter([x] * len(d), d, s=12, alpha=0.6, color="tab:blue")
     ax.axhline(0, color="grey", lw=0.5)
     save(fig, "regret.png")
+
+    # The designer reward and its components, round means.
+    fig, ax = new("designer reward and its components (round means)", "value")
+    for key, label in (("designer_reward_mean", "reward"), *((f"{k}_mean", k.replace("_", " ")) for k in COMPONENTS)):
+        vals = [r.get(key) for r in rows]
+        if any(v is not None for v in vals):
+            ax.plot(rounds, [float("nan") if v is None else v for v in vals], marker="o", label=label)
+    ax.axhline(0, color="grey", lw=0.5)
+    if ax.lines[1:]:
+        ax.legend(fontsize=7)
+    save(fig, "reward.png")
 
     # Success with and without the hint, side by side per round.
     fig, ax = new("agent success rate", "success rate")

@@ -35,6 +35,7 @@ from typing import Any
 # The turn limit and the action parser are the contract's, shared with spade-eval and
 # the gym wrapper (action_text and DEFAULT_MAX_TURNS are re-exported from here).
 from ..envs.actions import DEFAULT_MAX_TURNS, action_text, reply_actions, turn_limit  # noqa: F401
+from .returns import episode_returns
 from .trajectory import Trajectory, tool_call_message
 
 RETURN_EPS = 1e-6
@@ -89,6 +90,7 @@ class Episode:
         self.detail: str | None = None
         self.obs = ""
         self.hint = ""
+        self.hint_source = "none"
         self.solution: list = []
         self.system = ""
         self.tools: list[dict] | None = None
@@ -175,11 +177,11 @@ class Episode:
         self.max_turns = turn_limit(self.job.env.get("max_turns") or meta.get("max_turns"), self.job.turn_cap)
         self.tools = self.job.env.get("tools") or meta.get("tools") or None
         self.obs = obs
-        self.hint = info.get("hint", "")
+        self.hint, self.hint_source = self.job.hint_for(info)
         self.solution = list(info.get("solution") or [])
         name = self.job.env.get("name") or meta.get("name") or "environment"
         self.system = prompt.system(name, self.max_turns, bool(self.tools))
-        first = self.obs + (prompt.hint_text(self.hint) if self.hinted else "")
+        first = self.obs + (prompt.hint_text(self.hint) if self.hinted and self.hint else "")
         messages = [{"role": "system", "content": self.system}, {"role": "user", "content": first}]
         self.traj = Trajectory(fmt.prompt_ids(messages, self.tools))
 
@@ -293,17 +295,25 @@ class Episode:
 
     # -- the record --------------------------------------------------------------
 
+    @property
+    def value(self) -> float:
+        """The episode's return as the run counts it (--return)."""
+        return episode_returns(self.turns, self.stop, self.job.return_mode)["return"]
+
     def record(self) -> dict:
         traj = self.traj
+        returns = episode_returns(self.turns, self.stop, self.job.return_mode)
         ep = {
             "seed": self.seed,
             "hint": self.hinted,
             "turns": self.turns,
-            "return": self.ret,
-            "success": self.ret >= 1.0 - 1e-6,
+            **returns,
+            "success": returns["return"] >= 1.0 - 1e-6,
             "num_turns": len(self.turns),
             "stop": self.stop,
         }
+        if self.hinted:
+            ep["hint_source"] = self.hint_source
         if self.detail:
             ep["detail"] = self.detail
         if self.contract_broken:

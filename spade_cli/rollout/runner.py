@@ -29,6 +29,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..records import rng_for, seed_for
@@ -74,8 +75,11 @@ class RolloutStats:
 class Job:
     """One candidate on its way through the stage."""
 
-    def __init__(self, record: dict, k: int, seed: int, max_turns: int | None, timeout: float):
+    def __init__(self, record: dict, k: int, seed: int, max_turns: int | None, timeout: float,
+                 return_mode: str = "final", hint_source: str = "self"):
         self.record = record
+        self.return_mode = return_mode
+        self.hint_source = hint_source
         self.id = str(record.get("id", ""))
         env = record.get("env") if isinstance(record.get("env"), dict) else {}
         self.env = env
@@ -101,6 +105,17 @@ class Job:
                 self.episodes.append(Episode(self, hinted, i, s))
         self.left = len(self.episodes)
 
+    def hint_for(self, info: dict) -> tuple[str, str]:
+        """The hinted condition's hint and where it came from: `self` (spade-hint's, on
+        the candidate), `env` (the environment's info["hint"]) or `none` (no usable hint:
+        the hinted episodes then play without one, and say so)."""
+        if self.hint_source == "self":
+            h = self.record.get("hint")
+            text = h.get("text") if isinstance(h, dict) and h.get("ok", True) else None
+            return (text, "self") if isinstance(text, str) and text.strip() else ("", "none")
+        text = str(info.get("hint") or "")
+        return (text, "env") if text.strip() else ("", "none")
+
     def output(self, agent_info: dict, k: int) -> dict:
         if not self.active:
             return self.record
@@ -110,6 +125,8 @@ class Job:
         rec["rollouts"] = {
             "agent": agent_info,
             "k": k,
+            "return": self.return_mode,
+            "hint_source": self.hint_source,
             "seeds": self.seeds,
             "max_turns": max(e.max_turns for e in self.episodes),
             "nohint": nohint,
@@ -136,6 +153,8 @@ def summarise(episodes: list[dict]) -> dict:
     return {
         "n": n,
         "mean_return": sum(e["return"] for e in episodes) / n,
+        "mean_return_final": sum(e["return_final"] for e in episodes) / n,
+        "mean_return_sum": sum(e["return_sum"] for e in episodes) / n,
         "success_rate": sum(bool(e["success"]) for e in episodes) / n,
         "mean_turns": sum(e["num_turns"] for e in episodes) / n,
         "stops": dict(Counter(e["stop"] for e in episodes)),
@@ -160,6 +179,8 @@ def run_rollouts(
     on_episode: Any = None,
     verify: float = 1.0,
     job_factory: Any = None,
+    episode_return: str = "final",
+    hint_source: str = "self",
 ) -> Iterator[dict]:
     """Play k no-hint and k hinted episodes on every valid candidate (validation.valid
     and env.code); yield every candidate, in input order, with `rollouts` added to the
@@ -205,6 +226,8 @@ def run_rollouts(
     batch_size = max(1, int(batch_size))
     workers = max(1, int(workers))
     ramp = max(1, int(ramp))
+    if episode_return not in ("final", "sum") or hint_source not in ("self", "env"):
+        raise ValueError(f"episode_return {episode_return!r} / hint_source {hint_source!r}")
     turn = 0
     t_start = time.monotonic()
 
@@ -233,7 +256,8 @@ def run_rollouts(
             except StopIteration:
                 exhausted = True
                 return
-            job = (job_factory or Job)(rec, k, seed, max_turns, episode_timeout)
+            make_job = job_factory or partial(Job, return_mode=episode_return, hint_source=hint_source)
+            job = make_job(rec, k, seed, max_turns, episode_timeout)
             stats.candidates += 1
             if job.active:
                 stats.envs += 1
@@ -253,7 +277,7 @@ def run_rollouts(
     def retire(ep: Episode) -> None:
         stats.episodes += 1
         stats.stops[ep.stop] += 1
-        stats.returns[ep.condition].append(ep.ret)
+        stats.returns[ep.condition].append(ep.value)
         ep.job.left -= 1
         close_pool.submit(ep.close)
         if ep.stop in ("terminated", "truncated", "max_turns", "context") and verify > 0 and (

@@ -6,7 +6,9 @@ environment did) and, when the engine gave them, the sampling logprobs. A *group
 the set of samples that share a prompt, so GRPO's baseline (the group mean) is fair:
 
 - designer: the G designs of one prompt (`candidate.group`), reward `score.reward`
-  (the regret for a valid environment, the invalid-design penalty otherwise);
+  (spade-regret's reward for a valid environment; an invalid or duplicate design has
+  `score.sample` false and no reward under `spade-regret --invalid drop`, and gives no
+  sample, or carries the penalty under `--invalid penalty`);
 - agent: the K no-hint episodes of one environment (the candidate), reward = the
   episode `return`. Hinted episodes are a measuring stick and are used only with
   `include_hinted` (as their own groups: their prompt differs by the hint).
@@ -15,10 +17,12 @@ Documented skips (counted in `BuildStats`, logged, never silent):
 - groups with fewer than two samples (no baseline),
 - groups whose rewards are all equal (zero advantage everywhere: GRPO learns nothing
   from them; this is DAPO's "dynamic sampling" filter),
+- designs spade-regret dropped (`score.sample` false: invalid or duplicate),
 - agent episodes that ended in `env_error` (the reward says nothing about the agent),
 - agent episodes with no completion tokens (ended before the model generated anything),
 - samples with no model token (an all-zero env_mask).
-Missing or malformed token ids are errors naming FILE:LINE, not skips.
+Missing or malformed token ids are errors naming FILE:LINE, not skips. Only `design`
+and `rollouts` give samples: a candidate's `hint` (spade-hint's generation) never does.
 """
 
 from __future__ import annotations
@@ -117,6 +121,9 @@ def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Samp
     score = rec.get("score")
     if not isinstance(score, dict) or "reward" not in score:
         raise reader.error("candidate has no score.reward: run spade-regret before spade-train")
+    if score.get("sample") is False:
+        stats.skipped["dropped_design"] += 1  # invalid or duplicate, under --invalid drop
+        return None
     if not rec.get("group"):
         raise reader.error("candidate has no group: designer samples are grouped by the prompt they share")
     prompt = _ids(design.get("prompt_ids"), "design.prompt_ids", reader)

@@ -1,0 +1,119 @@
+"""The published designer rewards against hand-computed values, and dropped designs."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from spade_cli import regret
+from spade_cli.train.samples import read_groups
+
+from .conftest import run_cli
+from .test_memory import GUESS, NIM
+from .test_regret import cand, jsonl, parse
+
+SHAPE = regret.RewardShape()
+
+
+@pytest.mark.parametrize("w,expected", [
+    (0.1, 0.0),    # 1 - 0.3/0.25 < 0
+    (0.3, 0.6),    # 1 - 0.1/0.25
+    (0.5, 1.0),    # on the plateau
+    (0.7, 0.6),    # 1 - 0.1/0.25
+    (0.95, 0.0),   # 1 - 0.35/0.25 < 0
+])
+def test_plateau_by_hand(w, expected):
+    assert regret.plateau(w) == pytest.approx(expected)
+    sc = regret.valid_score(cand("c", GUESS, [w, w], [w, w]), regret.ScoreConfig(estimator="solve-rate"))
+    assert sc["reward"] == pytest.approx(expected)
+    assert sc["components"]["win_rate"] == pytest.approx(w)
+
+
+def test_blend_by_hand():
+    # w = 0.5 (plateau 1), regret 0.55 - 0.5 = 0.05: 0.6 * 1 + 0.4 * (0.05 / 0.15)
+    small = regret.valid_score(cand("a", GUESS, [1.0, 0.0], [1.0, 0.1]), regret.ScoreConfig())
+    assert small["estimator"] == "blend"
+    assert small["reward"] == pytest.approx(0.6 + 0.4 / 3)
+    c = small["components"]
+    assert c["regret"] == pytest.approx(0.05) and c["plateau"] == 1.0
+    assert c["scaled_regret"] == pytest.approx(1 / 3) and c["win_rate"] == 0.5
+    # w = 0.3 (plateau 0.6), regret 0.3 saturates: 0.6 * 0.6 + 0.4 * 1
+    big = regret.valid_score(cand("b", GUESS, [0.3, 0.3], [0.6, 0.6]), regret.ScoreConfig())
+    assert big["reward"] == pytest.approx(0.76)
+    assert big["regret"] == pytest.approx(0.3) and big["components"]["scaled_regret"] == 1.0
+    # every constant is a setting
+    shape = regret.RewardShape(solve_weight=0.5, regret_weight=0.5, regret_scale=0.3)
+    other = regret.valid_score(cand("b", GUESS, [0.3, 0.3], [0.6, 0.6]), regret.ScoreConfig(shape=shape))
+    assert other["reward"] == pytest.approx(0.5 * 0.6 + 0.5 * 1.0)
+
+
+def test_regret_is_floored_at_zero():
+    neg = regret.valid_score(cand("a", GUESS, [1.0, 1.0], [0.0, 1.0]), regret.ScoreConfig(estimator="regret"))
+    assert neg["reward"] == 0.0 and neg["regret"] == pytest.approx(-0.5)
+    pos = regret.valid_score(cand("a", GUESS, [0.0, 0.0], [0.0, 1.0]), regret.ScoreConfig(estimator="regret"))
+    assert pos["reward"] == pytest.approx(0.5)
+
+
+def test_learning_potential_over_a_win_rate_sequence():
+    # EMAs start at 0.  w=0.5: fast 0.01, slow 0.075 -> |0.065| / (2 * 0.13) = 0.25
+    # w=1.0: fast 0.98*0.01 + 0.02 = 0.0298, slow 0.85*0.075 + 0.15 = 0.21375 -> 0.18395 / 0.26
+    # w=1.0: fast 0.049204, slow 0.3316875 -> 0.2824835 / 0.26
+    state: dict = {}
+    cfg = regret.ScoreConfig(estimator="learning-potential", lp_state=state)
+    got = [regret.valid_score(cand("a", GUESS, [w, w], [w, w]), cfg)["reward"] for w in (0.5, 1.0, 1.0)]
+    assert got == pytest.approx([0.25, 0.18395 / 0.26, 0.2824835 / 0.26])
+    (key,) = state
+    assert state[key]["n"] == 3 and state[key]["fast"] == pytest.approx(0.049204)
+
+
+def test_learning_potential_state_carries_across_runs(tmp_path):
+    state = tmp_path / "round-001-lp.json"
+    recs = jsonl([cand("a", GUESS, [0.5, 0.5], [0.5, 0.5])])
+    first = run_cli("regret", "-e", "learning-potential", "--state", state, input=recs)
+    assert first.returncode == 0, first.stderr
+    assert parse(first.stdout)[0]["score"]["reward"] == pytest.approx(0.25)
+    again = run_cli("regret", "-e", "learning-potential", "--state", state, input=recs)
+    assert parse(again.stdout)[0]["score"]["reward"] == pytest.approx(abs(0.0198 - 0.13875) / 0.26)  # 0.98*0.01 + 0.01, 0.85*0.075 + 0.075
+    # reading the previous round's state into a new file leaves the old one as it was
+    nxt = tmp_path / "round-002-lp.json"
+    before = state.read_bytes()
+    third = run_cli("regret", "-e", "learning-potential", "--state", nxt, "--state-from", state, input=recs)
+    assert third.returncode == 0 and state.read_bytes() == before and nxt.exists()
+    state.write_bytes(b"[1, 2]")
+    bad = run_cli("regret", "-e", "learning-potential", "--state", state, input=recs)
+    assert bad.returncode == 3 and b"round-001-lp.json" in bad.stderr
+
+
+def test_components_are_in_the_score_and_the_cli_defaults_are_the_published_ones():
+    r = run_cli("regret", input=jsonl([cand("a", GUESS, [1.0, 0.0], [1.0, 0.1])]))
+    assert r.returncode == 0, r.stderr
+    sc = parse(r.stdout)[0]["score"]
+    assert sc["estimator"] == "blend"
+    assert set(sc["components"]) == {"regret", "win_rate", "plateau", "scaled_regret"}
+
+
+def test_invalid_and_duplicate_designs_are_dropped_not_trained(tmp_path):
+    def designed(c: dict, reward_ids: int) -> dict:
+        c["group"] = "g"
+        c["design"] = {"prompt_ids": [1, 2, 3], "completion_ids": [4, reward_ids], "logprobs": None}
+        return c
+
+    batch = [designed(cand("a", GUESS, [0.3, 0.3], [0.6, 0.6]), 5),
+             designed(cand("b", NIM, [0.5, 0.5], [0.5, 0.5]), 6),
+             designed(cand("c", None, valid=False, reason="timeout"), 7),
+             designed(cand("d", GUESS, [0.3, 0.3], [0.6, 0.6]), 8)]  # a copy of a
+    r = run_cli("regret", input=jsonl(batch))
+    scored = parse(r.stdout)
+    assert [s["score"].get("sample", True) for s in scored] == [True, True, False, False]
+    assert scored[2]["score"]["reward"] is None and scored[3]["score"]["reason"] == "duplicate"
+    path = tmp_path / "scored.jsonl"
+    path.write_bytes(jsonl(scored))
+    groups, stats = read_groups([str(path)], role="designer")
+    assert [s.source for g in groups for s in g] == ["a", "b"]
+    assert stats.skipped["dropped_design"] == 2
+    # --invalid penalty: today's behaviour, the invalid design is a sample with -1
+    pen = parse(run_cli("regret", "--invalid", "penalty", input=jsonl(batch)).stdout)
+    path.write_bytes(jsonl(pen))
+    groups, _ = read_groups([str(path)], role="designer")
+    assert sorted(s.reward for g in groups for s in g)[:2] == [-1.0, -1.0]
+    assert orjson.loads(jsonl(pen).splitlines()[2])["score"]["reward"] == -1.0
