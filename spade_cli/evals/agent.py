@@ -222,6 +222,7 @@ class EvalJob:
         self.episodes = [TaskEpisode(self, i, 0 if oracle else seed_for(seed, "eval", f"{self.id}/{i}"))
                          for i in range(k)]
         self.left = len(self.episodes)
+        self.replays: list = []  # verification futures: none, eval runs with verify=0
 
     def output(self, agent_info: dict, k: int) -> list[dict]:
         return [ep.result() for ep in self.episodes]

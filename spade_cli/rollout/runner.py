@@ -200,7 +200,7 @@ def run_rollouts(
 
     `job_factory(item, k, seed, max_turns, episode_timeout)` replaces `Job` for drivers
     whose items are not candidate records (spade-eval's tasks): it gives `.active`,
-    `.episodes` (Episode subclasses), `.left` and `.output(agent_info, k)`, what is
+    `.episodes` (Episode subclasses), `.left`, `.replays` and `.output(agent_info, k)`, what is
     yielded for the item.
 
     `verify` is the fraction of finished episodes (chosen per episode from `seed`) whose
