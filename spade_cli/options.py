@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .engines.base import Sampling
+from .envs.contracts import ACTION_FORMATS, CONTRACT_CHOICES
 from .settings import group, option
 
 ESTIMATORS = ("mean-gap", "max-gap", "learnability")
@@ -83,6 +84,16 @@ class ValidateSettings:
         duplicates only.""")
     episode_timeout: float = option(60.0, "--episode-timeout", min=0.1,
                                     help="Wall seconds one validation episode may take.")
+    contract: str = option("auto", "--contract", choices=CONTRACT_CHOICES, help="""Environment
+        contract: spade (a gymnasium.Env with metadata and a checked solution), published (a
+        plain class with reset, step and solution(), as released by the SPADE authors) or
+        auto (from the code).""")
+    published_max_turns: int | None = option(None, "--published-max-turns", min=1, max=1000,
+                                             help="""max_turns of published environments
+        (default: their constructor's default, else 16).""")
+    reject_single_shot: bool = option(False, "--reject-single-shot", help="""Reject environments
+        whose observations never depend on the actions taken (single-shot quizzes) as
+        single_shot.""")
 
 
 @dataclass
@@ -108,6 +119,12 @@ class RolloutSettings:
                           help="Threads starting and stepping sandboxed environments.")
     prompt: str | None = option(None, "--prompt", help="""TOML file overriding keys of the agent
         prompt (spade_cli/prompts/agent.toml).""")
+    contract: str = option("auto", "--contract", choices=CONTRACT_CHOICES, help="""Contract of
+        environments whose record does not say (spade, published, auto: from the code).""")
+    action_format: str = option("auto", "--action-format", choices=ACTION_FORMATS, help="""How
+        replies become actions: plain (the reply is the action), boxed (the agent answers
+        \\boxed{<action>} and the whole reply goes to step) or auto (boxed, or the
+        <tool_call> protocol, for published environments; plain for ours).""")
     replay: int = option(2, cli=False, help="""Environments replayed from memory into each
         round's agent episodes (spade-memory replay -n).""")
 

@@ -11,8 +11,9 @@
      shard only sees its own batch;
   3. the checks of `checks.validate_code`, in one sandboxed worker per candidate,
      `workers` candidates at a time.
-Each record gets `validation` {valid, reason, detail, seconds, seeds} and, when valid,
-`env` {code, name, summary, max_turns, tools?}.
+Each record gets `validation` {valid, reason, detail, seconds, seeds, contract, checks,
+multi_turn} and, when valid, `env` {code, name, summary, max_turns, tools?, contract?,
+action_format?} (the last two for the published contract).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from ..records import rng_for
 from . import extract_code, module_summary
 from .checks import Rejected, Verdict, check_code_present, check_syntax, validate_code
+from .contracts import resolve_contract
 
 
 def candidate_code(rec: dict) -> str | None:
@@ -48,6 +50,9 @@ def _env_field(rec: dict, code: str, meta: dict) -> dict:
            "max_turns": meta["max_turns"]}
     if meta.get("tools"):
         env["tools"] = meta["tools"]
+    if meta.get("contract") == "published":
+        env["contract"] = "published"
+        env["action_format"] = meta["action_format"]
     return env
 
 
@@ -55,7 +60,8 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
     out = dict(rec)
     out["validation"] = {"valid": verdict.valid, "reason": verdict.reason,
                          "detail": verdict.detail, "seconds": verdict.seconds,
-                         "seeds": verdict.seeds}
+                         "seeds": verdict.seeds, "contract": verdict.contract,
+                         "checks": verdict.checks, "multi_turn": verdict.multi_turn}
     if verdict.valid:
         out["env"] = _env_field(rec, code, verdict.meta)
     return out
@@ -63,7 +69,8 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
 
 def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, seed: int = 0,
                      workers: int = 2, memory: list[dict] | None = None,
-                     near: float | None = None, stats: Counter | None = None) -> Iterator[dict]:
+                     near: float | None = None, stats: Counter | None = None,
+                     contract: str = "auto", reject_single_shot: bool = False) -> Iterator[dict]:
     """Yield every record of `records` with its verdict, in input order.
     `open_session(code)` is a context manager giving a session (EnvSession in production);
     `stats` (if given) counts reasons as records come out."""
@@ -96,13 +103,15 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
                 raise Rejected("duplicate", f"{how} {what} {match.key}")
         except Rejected as r:
             return rec, code, rseeds, Verdict(False, r.reason, r.detail,
-                                              round(time.perf_counter() - t0, 4), rseeds)
+                                              round(time.perf_counter() - t0, 4), rseeds,
+                                              contract=resolve_contract(code or "", contract))
         return rec, code, rseeds, None
 
     def run(item: tuple) -> dict:
         rec, code, rseeds, verdict = item
         if verdict is None:
-            verdict = validate_code(code, rseeds, open_session)
+            verdict = validate_code(code, rseeds, open_session, contract=contract,
+                                    reject_single_shot=reject_single_shot)
         return apply_verdict(rec, verdict, code)
 
     for out in imap_pool(run, (prepare(r) for r in records), workers):

@@ -11,7 +11,7 @@ class Lantern:
     def reset(self, seed=None):
         self.turn = 0
         self.colour = random.Random(seed).choice(["red", "blue"])
-        return "A lantern. \\boxed{light} it.", {}
+        return "A lantern hangs in the dark. What do you do?", {}
 
     def step(self, action):
         self.turn += 1

@@ -10,10 +10,10 @@ class Echo:
 
     def reset(self, seed=None):
         self.word = random.Random(seed).choice(["alpha", "beta", "gamma"])
-        return f"Repeat after me: {self.word}", {}
+        return "Guess my word: \\boxed{WORD}.", {}
 
     def step(self, action):
-        return f"You said {action!r}; say {self.word}.", 0.0, False, False, {}
+        return f"You said {action!r}; not quite.", 0.0, False, False, {}
 
     def solution(self):
         return f"\\boxed{{{self.word}}}"

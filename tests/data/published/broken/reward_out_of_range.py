@@ -8,7 +8,7 @@ class PointsRain:
 
     def reset(self, seed=None):
         self.turn = 0
-        return "Collect points with \\boxed{collect}.", {}
+        return "Points fall from the sky.", {}
 
     def step(self, action):
         self.turn += 1

@@ -1,4 +1,4 @@
-"""Guess a hidden number between 1 and 50; each guess is answered higher or lower."""
+"""Guess a hidden number between 10 and 99; each guess is answered higher or lower."""
 
 import random
 import re
@@ -9,14 +9,14 @@ class GuessNumber:
         self.max_turns = max_turns
         self.secret = 0
         self.turn = 0
-        self.low, self.high = 1, 50
+        self.low, self.high = 10, 99
 
     def reset(self, seed=None):
         rng = random.Random(seed)
-        self.secret = rng.randint(1, 50)
+        self.secret = rng.randint(10, 99)
         self.turn = 0
-        self.low, self.high = 1, 50
-        return ("I am thinking of a whole number from 1 to 50. Guess it with \\boxed{N}; "
+        self.low, self.high = 10, 99
+        return ("I am thinking of a whole number from 10 to 99. Guess it with \\boxed{N}; "
                 "I will say whether it is higher or lower."), {}
 
     def step(self, action):
