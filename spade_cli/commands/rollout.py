@@ -121,7 +121,8 @@ def rollout(
             records, the_agent, k=settings.episodes, seed=seed, sandbox_cfg=cfg,
             max_turns=settings.max_turns, max_context=settings.max_context,
             episode_timeout=settings.episode_timeout, batch_size=settings.batch_size,
-            workers=settings.workers, prompt=the_prompt, stats=stats, on_episode=tick))
+            workers=settings.workers, prompt=the_prompt, stats=stats, on_episode=tick,
+            contract=settings.contract, action_format=settings.action_format))
     bar.close()
     log.info("%s", stats.line())
 

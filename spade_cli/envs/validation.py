@@ -110,7 +110,9 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
     def run(item: tuple) -> dict:
         rec, code, rseeds, verdict = item
         if verdict is None:
-            verdict = validate_code(code, rseeds, open_session, contract=contract,
+            env = rec.get("env") if isinstance(rec.get("env"), dict) else {}
+            wanted = contract if contract != "auto" else env.get("contract") or "auto"
+            verdict = validate_code(code, rseeds, open_session, contract=wanted,
                                     reject_single_shot=reject_single_shot)
         return apply_verdict(rec, verdict, code)
 

@@ -28,6 +28,7 @@ from typing import Any
 # The turn limit and the action parser are the contract's, shared with spade-eval and
 # the gym wrapper (action_text and DEFAULT_MAX_TURNS are re-exported from here).
 from ..envs.actions import DEFAULT_MAX_TURNS, action_text, reply_actions, turn_limit  # noqa: F401
+from ..envs.contracts import solution_actions
 from .trajectory import Trajectory, tool_call_message
 
 
@@ -113,9 +114,12 @@ class Episode:
         self.tools = self.job.env.get("tools") or meta.get("tools") or None
         self.obs = obs if isinstance(obs, str) else str(obs)
         self.hint = str(info.get("hint", ""))
-        self.solution = list(info.get("solution") or [])
+        # The published contract has no solution list: its solution() text, where it
+        # spells out commands, is what the replay agent plays.
+        self.solution = list(info.get("solution") or []) or solution_actions(info.get("solution_text"))
         name = self.job.env.get("name") or meta.get("name") or "environment"
-        self.system = prompt.system(name, self.max_turns, bool(self.tools))
+        self.system = prompt.system(name, self.max_turns, bool(self.tools),
+                                    getattr(self.job, "action_format", "plain"))
         first = self.obs + (prompt.hint_text(self.hint) if self.hinted else "")
         messages = [{"role": "system", "content": self.system}, {"role": "user", "content": first}]
         self.traj = Trajectory(fmt.prompt_ids(messages, self.tools))
@@ -140,7 +144,8 @@ class Episode:
         if gen.finish_reason == "context":
             self.finish("context", f"the prompt ({self.traj.length} tokens) fills the model's context")
             return
-        calls, actions = reply_actions(gen.text, self.tools, parse_tool_calls)
+        fmt_name = getattr(self.job, "action_format", "plain")
+        calls, actions = reply_actions(gen.text, self.tools, parse_tool_calls, fmt_name)
         observations = []
         for action in actions:
             if not self.check_time():

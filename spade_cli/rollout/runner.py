@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..envs.contracts import action_format as contract_action_format
+from ..envs.contracts import resolve_contract
 from ..records import seed_for
 from .agents import Prompt
 from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
@@ -70,12 +72,16 @@ class RolloutStats:
 class Job:
     """One candidate on its way through the stage."""
 
-    def __init__(self, record: dict, k: int, seed: int, max_turns: int | None, timeout: float):
+    def __init__(self, record: dict, k: int, seed: int, max_turns: int | None, timeout: float,
+                 contract: str = "auto", action_format: str = "auto"):
         self.record = record
         self.id = str(record.get("id", ""))
         env = record.get("env") if isinstance(record.get("env"), dict) else {}
         self.env = env
         self.code = env.get("code")
+        code = self.code if isinstance(self.code, str) else ""
+        self.contract = env.get("contract") or resolve_contract(code, contract)
+        self.action_format = contract_action_format(action_format, self.contract, code)
         self.timeout = timeout
         valid = (record.get("validation") or {}).get("valid") is True
         self.active = valid and isinstance(self.code, str) and bool(self.code)
@@ -138,6 +144,8 @@ def run_rollouts(
     prompt: Prompt | None = None,
     stats: RolloutStats | None = None,
     on_episode: Any = None,
+    contract: str = "auto",
+    action_format: str = "auto",
 ) -> Iterator[dict]:
     """Play k no-hint and k hinted episodes on every valid candidate (validation.valid
     and env.code); yield every candidate, in input order, with `rollouts` added to the
@@ -153,7 +161,9 @@ def run_rollouts(
     batch in equal steps, so generation starts once a fraction of the sandboxed workers
     are up and the others start meanwhile (a fixed schedule: batches stay
     deterministic). Off by default: on a CPU the early small batches cost more than the
-    overlap saves (bench/bench_rollout.py --ramp 4)."""
+    overlap saves (bench/bench_rollout.py --ramp 4). `contract` applies to records whose
+    env does not name one; `action_format` is plain, boxed or auto
+    (`envs.contracts.action_format`)."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
@@ -196,7 +206,7 @@ def run_rollouts(
             except StopIteration:
                 exhausted = True
                 return
-            job = Job(rec, k, seed, max_turns, episode_timeout)
+            job = Job(rec, k, seed, max_turns, episode_timeout, contract, action_format)
             stats.candidates += 1
             if job.active:
                 stats.envs += 1
