@@ -131,3 +131,16 @@ def pool_from_dir(root: str | Path, manifest: str | Path | None = None, round: i
                                doc=None, design=None, env=env, skill=skill, family=skill,
                                path=str(path), sha256=digest))
     return recs
+
+
+def is_released_pool(root: str | Path) -> bool:
+    """Whether a directory is read as an imported pool rather than as an example library
+    (`*.py` files of our contract directly in it): it has a manifest, environment files
+    in subdirectories, or environments of the published contract."""
+    root = Path(root)
+    if any((root / n).is_file() for n in MANIFEST_NAMES):
+        return True
+    files = _files(root)
+    if any(p.parent != root for p in files):
+        return True
+    return any(detect_contract(p.read_text()) == "published" for p in files)

@@ -197,7 +197,8 @@ def _run_model(engine, tasks, samples, sampling, seed, max_in_flight, max_turns,
             ep.num_turns += 1
             ep.completion_tokens += len(g.completion_ids)
             ep.messages.append({"role": "assistant", "content": g.text})
-            calls, actions = reply_actions(g.text, ep.tools, engine.parse_tool_calls)
+            fmt = (getattr(ep.env, "metadata", {}) or {}).get("action_format", "plain")
+            calls, actions = reply_actions(g.text, ep.tools, engine.parse_tool_calls, fmt)
             if calls and hasattr(ep.env, "begin_model_step"):
                 ep.env.begin_model_step()
             # Actions in order until one ends the episode (any() stops at the first True).
