@@ -70,6 +70,10 @@ class DesignSettings:
         packaged one (README "spade-design").""")
     batch_docs: int = option(8, "--batch-docs", min=1, help="""Documents whose designs are
         generated in one engine call.""")
+    contract: str = option("spade", "--contract", choices=("spade", "published"), help="""The
+        contract designs are written in: spade (ours: gymnasium.Env, checked solution) or
+        published (plain class, \\boxed{} commands, solution() text). Without --memory,
+        published designs get no exemplars (the example library is of our contract).""")
 
 
 @dataclass
