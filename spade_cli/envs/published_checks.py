@@ -25,10 +25,10 @@ import random
 import re
 
 from .checks import (
-    _tokens,
     Episode,
     Policy,
     Rejected,
+    _tokens,
     call,
     check_ends,
     check_hint_text,

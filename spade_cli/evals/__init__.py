@@ -21,7 +21,6 @@ solution instead of the model, which must score 100% (the harness check).
 from __future__ import annotations
 
 import os
-
 from collections.abc import Callable
 
 from ..errors import UsageError
