@@ -17,6 +17,10 @@ Two resets with the same seed must agree, and at the end the first seed is repla
 (reset + solution + random baseline) in a fresh instance of the re-executed module, after
 all other episodes ran: a different observation, hint, solution or transition is
 `nondeterministic` (this catches unseeded or global randomness, clocks and counters).
+
+Environments of the published contract (`contracts`) get `published_checks` instead.
+Under either contract every episode played feeds `depends_on_actions`: the verdict's
+`multi_turn` (and, with reject_single_shot, the `single_shot` rejection).
 """
 
 from __future__ import annotations

@@ -56,6 +56,13 @@ def _env_field(rec: dict, code: str, meta: dict) -> dict:
     return env
 
 
+def _contract_of(rec: dict, contract: str) -> str:
+    """--contract, or under auto the contract the record names (an import names it)."""
+    env = rec.get("env") if isinstance(rec.get("env"), dict) else {}
+    named = env.get("contract")
+    return contract if contract != "auto" or named not in ("spade", "published") else named
+
+
 def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
     out = dict(rec)
     out["validation"] = {"valid": verdict.valid, "reason": verdict.reason,
@@ -104,15 +111,13 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
         except Rejected as r:
             return rec, code, rseeds, Verdict(False, r.reason, r.detail,
                                               round(time.perf_counter() - t0, 4), rseeds,
-                                              contract=resolve_contract(code or "", contract))
+                                              contract=resolve_contract(code or "", _contract_of(rec, contract)))
         return rec, code, rseeds, None
 
     def run(item: tuple) -> dict:
         rec, code, rseeds, verdict = item
         if verdict is None:
-            env = rec.get("env") if isinstance(rec.get("env"), dict) else {}
-            wanted = contract if contract != "auto" else env.get("contract") or "auto"
-            verdict = validate_code(code, rseeds, open_session, contract=wanted,
+            verdict = validate_code(code, rseeds, open_session, contract=_contract_of(rec, contract),
                                     reject_single_shot=reject_single_shot)
         return apply_verdict(rec, verdict, code)
 
