@@ -81,8 +81,12 @@ def render(text: str, values: dict[str, str]) -> str:
     return _FIELD.sub(lambda m: str(values.get(m[1], "")), text)
 
 
-def load_contract() -> str:
-    return (PROMPTS_DIR / "contract.md").read_text(encoding="utf-8").strip()
+CONTRACT_FILES = {"spade": "contract.md", "published": "contract_published.md"}
+
+
+def load_contract(contract: str = "spade") -> str:
+    """The contract text the designer is given: ours, or the published form's."""
+    return (PROMPTS_DIR / CONTRACT_FILES[contract]).read_text(encoding="utf-8").strip()
 
 
 # --------------------------------------------------------------------------- pieces
@@ -209,7 +213,7 @@ def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSetting
     from .memory import listing
 
     template = template or Template.load()
-    contract = load_contract()
+    contract = load_contract(settings.contract)
     entries = [] if settings.no_memory else list(memory or [])
     listing_text = listing(entries, limit=settings.listing_limit) if entries else ""
     budget = prompt_budget(settings, engine)

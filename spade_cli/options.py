@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .engines.base import Sampling
+from .envs.contracts import ACTION_FORMATS, CONTRACT_CHOICES
 from .settings import group, option
 
 ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "mean-gap", "max-gap", "learnability")
@@ -72,6 +73,10 @@ class DesignSettings:
     attempts: int = option(3, cli=False, min=1, help="""Design passes per round: a document whose
         designs all failed validation is designed again (into the same group), up to this
         many times in all.""")
+    contract: str = option("spade", "--contract", choices=("spade", "published"), help="""The
+        contract designs are written in: spade (ours: gymnasium.Env, checked solution) or
+        published (plain class, \\boxed{} commands, solution() text). Without --memory,
+        published designs get no exemplars (the example library is of our contract).""")
 
 
 @dataclass
@@ -88,6 +93,16 @@ class ValidateSettings:
                                     help="Wall seconds one validation episode may take.")
     candidate_timeout: float = option(120.0, "--candidate-timeout", min=1.0, help="""Wall seconds
         all checks of one candidate may take together (verdict `timeout`).""")
+    contract: str = option("auto", "--contract", choices=CONTRACT_CHOICES, help="""Environment
+        contract: spade (a gymnasium.Env with metadata and a checked solution), published (a
+        plain class with reset, step and solution(), as released by the SPADE authors) or
+        auto (from the code).""")
+    published_max_turns: int | None = option(None, "--published-max-turns", min=1, max=1000,
+                                             help="""max_turns of published environments
+        (default: their constructor's default, else 16).""")
+    reject_single_shot: bool = option(False, "--reject-single-shot", help="""Reject environments
+        whose observations never depend on the actions taken (single-shot quizzes) as
+        single_shot.""")
 
 
 @dataclass
@@ -138,6 +153,12 @@ class RolloutSettings:
         the environment 'nondeterministic' (scored invalid). With any verification, each
         environment is also probed without the model (its solution on a rollout seed, a
         nonsense policy on two others).""")
+    contract: str = option("auto", "--contract", choices=CONTRACT_CHOICES, help="""Contract of
+        environments whose record does not say (spade, published, auto: from the code).""")
+    action_format: str = option("auto", "--action-format", choices=ACTION_FORMATS, help="""How
+        replies become actions: plain (the reply is the action), boxed (the agent answers
+        \\boxed{<action>} and the whole reply goes to step) or auto (boxed, or the
+        <tool_call> protocol, for published environments; plain for ours).""")
     replay: int = option(2, cli=False, help="""Environments replayed from memory into each
         round's agent episodes (spade-memory replay -n).""")
 

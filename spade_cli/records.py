@@ -89,6 +89,7 @@ REASONS = (
     "trivial",
     "hint_leak",
     "never_terminates",
+    "single_shot",  # with --reject-single-shot: no observation depends on the actions
     "timeout",
     "memory",
     "crash",

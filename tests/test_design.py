@@ -50,7 +50,7 @@ class Run:
 
     def __init__(self, seed: int = 5, round: int = 3, **kw):
         base = dict(designs_per_doc=2, sampling=Sampling(max_tokens=12), doc_tokens=64,
-                    max_prompt_tokens=2500)
+                    max_prompt_tokens=3000)
         self.settings, self.seed, self.round = DesignSettings(**{**base, **kw}), seed, round
 
 
@@ -157,8 +157,8 @@ def test_prompt_budget_respected_for_very_long_document(eng, library_memory):
     # Exemplars (3-4k tokens each here) cannot fit in 1500 tokens: they were dropped.
     assert rec["design"]["exemplars"] == []
     # A tighter budget shortens the document itself.
-    tight = next(iter(design_records([huge], eng, settings(doc_tokens=300, max_prompt_tokens=900), [])))
-    assert len(tight["design"]["prompt_ids"]) <= 900 and len(tight["doc"]["text"]) < len(shown)
+    tight = next(iter(design_records([huge], eng, settings(doc_tokens=300, max_prompt_tokens=1250), [])))
+    assert len(tight["design"]["prompt_ids"]) <= 1250 and len(tight["doc"]["text"]) < len(shown)
     with pytest.raises(UsageError, match="max-prompt-tokens"):
         list(design_records([huge], eng, settings(max_prompt_tokens=100), []))
 

@@ -60,7 +60,8 @@ LIB = {c["env"]["name"]: c for c in library_candidates()}
 def test_every_reason_code_is_triggered_by_its_fixture():
     """examples/envs/broken/<reason>.* is rejected with <reason>; duplicate.py follows nim."""
     recs = [LIB["nim"]] + [design(f"broken-{r}", text, expect=r) for r, text in broken_designs()]
-    out = list(validate_records(recs, opener(config(call_timeout=2.0)), seeds=3, workers=2))
+    out = list(validate_records(recs, opener(config(call_timeout=2.0)), seeds=3, workers=2,
+                                reject_single_shot=True))
     assert [r["id"] for r in out] == [r["id"] for r in recs]  # nothing dropped, order kept
     got = {r.get("expect", "library"): r["validation"] for r in out}
     assert got["library"]["valid"], got["library"]

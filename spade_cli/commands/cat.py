@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Annotated
 
@@ -22,6 +23,7 @@ from ..cli import (
     open_output,
     select,
 )
+from ..errors import UsageError
 from ..recordio import RecordReader
 
 app = make_app(
@@ -30,7 +32,9 @@ app = make_app(
     "Example: spade-cat round-001/*.zst --kind candidate --limit 5 | jq .id\n\n"
     "Merging the outputs of --shard jobs: spade-cat validated.shard-*.zst --order-like "
     "candidates.zst -o validated.zst writes them in the order of the stage's input, as one "
-    "unsharded run would have."
+    "unsharded run would have.\n\n"
+    "Importing a released pool: spade-cat --from-dir pool/ -o pool.jsonl.zst reads every "
+    "environment file under pool/ (checked against its SHA256SUMS) as a candidate record."
 )
 
 
@@ -43,6 +47,13 @@ def cat(
         "--order-like", help="Reference record files (repeatable, read in order): write the "
         "records in the order of the reference record each has as its id or first parent "
         "(merges --shard outputs back into input order).")] = None,
+    from_dir: Annotated[str | None, typer.Option(
+        "--from-dir", help="Import a directory of environment files (recursively) as candidate "
+        "records of origin `fixed`, with path and skill; a SHA256SUMS, manifest.csv or "
+        "manifest.tsv in it (or --manifest) is checked first (exit 3 on a differing file).")] = None,
+    manifest: Annotated[str | None, typer.Option(
+        "--manifest", help="Manifest of --from-dir (sha256sum output, or CSV/TSV with path, "
+        "sha256 and optionally skill columns).")] = None,
     shard: Shard = None,
     limit: Limit = None,
     zstd: Zstd = False,
@@ -50,8 +61,16 @@ def cat(
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
-    reader = RecordReader(inputs or ["-"])
+    if manifest is not None and from_dir is None:
+        raise UsageError("--manifest needs --from-dir")
+    reader = RecordReader(inputs or ([] if from_dir else ["-"]))
     records = (r for r in reader if kind is None or r.get("kind") == kind)
+    if from_dir is not None:
+        from ..envs.pool_import import pool_from_dir
+
+        pool = pool_from_dir(from_dir, manifest)
+        log.info("%s: %d environment files", from_dir, len(pool))
+        records = itertools.chain(records, (r for r in pool if kind in (None, "candidate")))
     if order_like:
         records = iter(_in_order_of(order_like, records, reader))
     with open_output(output, zstd) as out:

@@ -157,7 +157,7 @@ def init(
 @app.command()
 def pool(
     source: Annotated[str, typer.Argument(
-        help="A directory of example environments (examples/envs), a memory file or a candidates file.",
+        help="A directory of environments (the example library, or a released pool as spade-cat --from-dir reads it), a memory file or a candidates file.",
         show_default=False)],
     n: Annotated[int, typer.Option("-n", min=0, help="How many environments to draw (0: all).")] = 8,
     round_: Annotated[int, typer.Option("--round", min=0, help="Round recorded on the candidates.")] = 0,
@@ -170,8 +170,12 @@ def pool(
     """Draw N environments uniformly (without replacement, deterministic for seed and round) from a fixed pool, as candidate records for spade-validate: the fixed-environment baseline."""
     if os.path.isdir(source):
         from ..envs.library import library_candidates, load_library
+        from ..envs.pool_import import is_released_pool, pool_from_dir
 
-        items = library_candidates(load_library(source), round=round_)
+        if is_released_pool(source):  # a manifest, subdirectories or the published contract
+            items = pool_from_dir(source, round=round_)
+        else:
+            items = library_candidates(load_library(source), round=round_)
     else:
         items = []
         for rec in RecordReader([source], kind=("env", "candidate"), required=("id",)):

@@ -123,7 +123,8 @@ def rollout(
             episode_timeout=settings.episode_timeout, batch_size=settings.batch_size,
             workers=settings.workers, prompt=the_prompt, stats=stats, on_episode=tick,
             verify=settings.verify, episode_return=settings.episode_return,
-            hint_source=settings.hint_source))
+            hint_source=settings.hint_source, contract=settings.contract,
+            action_format=settings.action_format))
     bar.close()
     log.info("%s", stats.line())
 

@@ -64,6 +64,8 @@ def validate(
     if rejects is not None and rejects == output and output != "-":
         raise UsageError("--rejects must differ from -o")
     cfg = sandbox.config(episode_timeout=settings.episode_timeout)
+    if settings.published_max_turns is not None:  # read by the published adapter in the sandbox
+        cfg.extra_env = {**cfg.extra_env, "SPADE_MAX_TURNS": str(settings.published_max_turns)}
     if not sandbox.unsafe_no_sandbox:
         check_sandbox()  # a missing or broken bwrap is one clear error before any work
     mem = None
@@ -77,7 +79,8 @@ def validate(
         progress(select(reader, shard, limit), "validate"),
         lambda code: EnvSession(code, cfg),
         seeds=settings.seeds, seed=seed, workers=settings.workers, memory=mem, near=settings.near,
-        stats=stats, candidate_timeout=settings.candidate_timeout)
+        stats=stats, candidate_timeout=settings.candidate_timeout, contract=settings.contract,
+        reject_single_shot=settings.reject_single_shot)
     with open_output(output, zstd) as out, \
             (RecordWriter(rejects) if rejects else nullcontext()) as rej:
         for rec in verdicts:

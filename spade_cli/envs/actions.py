@@ -16,7 +16,10 @@ actions passed to `step`:
 - tool-use environments: every tool call `parse_tool_calls` finds in the reply outside
   <think> (calls drafted while thinking are thoughts, not actions) is one action, the
   JSON `{"name", "arguments"}`, in order; a reply with no tool call is one text action
-  as above, so the environment answers it (usually with a usage message).
+  as above, so the environment answers it (usually with a usage message);
+- the published contract (action formats boxed and tool_call): the whole reply with any
+  <think> block removed is one action; the environment finds its \boxed{} command or
+  <tool_call>/<answer> block in it.
 """
 
 from __future__ import annotations
@@ -53,9 +56,13 @@ def tool_call_action(call: dict) -> str:
     return json.dumps({"name": call["name"], "arguments": call.get("arguments") or {}})
 
 
-def reply_actions(text: str, tools: Any, parse_tool_calls: Callable[[str], list[dict]]
-                  ) -> tuple[list[dict], list[str]]:
-    """(tool calls, actions) of one model reply; `calls` is empty for a text action."""
+def reply_actions(text: str, tools: Any, parse_tool_calls: Callable[[str], list[dict]],
+                  action_format: str = "plain") -> tuple[list[dict], list[str]]:
+    """(tool calls, actions) of one model reply; `calls` is empty for a text action.
+    Under the published contract's formats (boxed, tool_call) the whole reply, thinking
+    removed, is one action: the environment extracts its command itself."""
+    if action_format in ("boxed", "tool_call"):
+        return [], [action_text(text)]
     calls = parse_tool_calls(strip_thinking(text)) if tools else []
     if calls:
         return calls, [tool_call_action(c) for c in calls]

@@ -17,6 +17,10 @@ Two resets with the same seed must agree, and at the end the first seed is repla
 (reset + solution + random baseline) in a fresh instance of the re-executed module, after
 all other episodes ran: a different observation, hint, solution or transition is
 `nondeterministic` (this catches unseeded or global randomness, clocks and counters).
+
+Environments of the published contract (`contracts`) get `published_checks` instead.
+Under either contract every episode played feeds `depends_on_actions`: the verdict's
+`multi_turn` (and, with reject_single_shot, the `single_shot` rejection).
 """
 
 from __future__ import annotations
@@ -230,10 +234,11 @@ def session_metadata(session) -> object:
 
 
 def run_episode(session, seed: int, policy: Policy | list[str], max_turns: int, name: str,
-                rng_seed: int = 0) -> CheckEpisode:
+                rng_seed: int = 0, reset_check: Callable = check_reset) -> CheckEpisode:
     """Reset with `seed`, then act until the episode ends or `max_turns` actions were taken
-    (a list policy plays its actions in order and stops when it runs out)."""
-    obs, hint, solution = check_reset(call(session, "reset", seed=seed))
+    (a list policy plays its actions in order and stops when it runs out). `reset_check`
+    turns the reset reply into (observation, hint, solution) and rejects a bad one."""
+    obs, hint, solution = reset_check(call(session, "reset", seed=seed))
     ep = CheckEpisode(seed, name, obs, hint, solution)
     rng = random.Random(rng_seed)
     for turn in range(max_turns):
@@ -393,6 +398,47 @@ class Verdict:
     seconds: float
     seeds: list[int]
     meta: dict | None = None
+    contract: str = "spade"
+    checks: list[str] = field(default_factory=list)  # the checks that ran (and passed, bar the last)
+    multi_turn: bool | None = None  # observations depend on the actions (None: not measured)
+
+
+# The checks each contract runs, in order (the README's "Validation" lists them).
+SPADE_CHECKS = ("loads", "metadata", "resets", "deterministic", "feasible", "reward_range",
+                "terminates", "hint_leak", "not_trivial", "resources")
+
+
+def depends_on_actions(episodes: list[CheckEpisode]) -> bool:
+    """Genuinely multi-turn: two episodes of one seed that took different actions see
+    different observations at a step where both go on. A quiz that ends on its first
+    answer, or an environment whose observations ignore the actions, is not."""
+    by_seed: dict[int, list[CheckEpisode]] = {}
+    for ep in episodes:
+        by_seed.setdefault(ep.seed, []).append(ep)
+    for eps in by_seed.values():
+        going = [[s for s in ep.steps if not (s[3] or s[4])] for ep in eps]
+        for i, a in enumerate(going):
+            for b in going[i + 1:]:
+                for x, y in zip(a, b, strict=False):
+                    if x[0] != y[0] and x[1] != y[1]:
+                        return True
+    return False
+
+
+def check_multi_turn(multi_turn: bool) -> None:
+    if not multi_turn:
+        raise Rejected("single_shot", "no observation depends on the actions taken before it "
+                                      "(a single-shot quiz, not an interactive environment)")
+
+
+def check_contract(meta: object, contract: str) -> None:
+    """The class found in the sandbox is of the contract the candidate is checked under."""
+    found = "published" if isinstance(meta, dict) and meta.get("contract") == "published" else "spade"
+    if found != contract:
+        what = {"published": "a plain class of the published form (reset, step, solution)",
+                "spade": "a gymnasium.Env subclass (our contract)"}[found]
+        raise Rejected("no_env_class", f"the module defines {what}, but it is checked under "
+                                       f"--contract {contract}")
 
 
 def check_trivial(solved: dict[str, int], n_seeds: int) -> None:
@@ -409,8 +455,10 @@ def check_hint_policy(solved: dict[str, int], n_seeds: int) -> None:
                                     f"of {n_seeds} seeds")
 
 
-def run_checks(session, seeds: list[int]) -> dict:
-    """All dynamic checks on an open session; returns the checked metadata."""
+def run_checks(session, seeds: list[int], episodes: list[CheckEpisode] | None = None) -> dict:
+    """All dynamic checks on an open session; returns the checked metadata. Every episode
+    played is appended to `episodes` (when given)."""
+    played = episodes if episodes is not None else []
     meta = check_metadata(session_metadata(session))
     turns = meta["max_turns"]
     solved: dict[str, int] = {}
@@ -421,6 +469,7 @@ def run_checks(session, seeds: list[int]) -> dict:
         _, hint, solution = first_reset
         check_solution_fits(solution, turns, seed)
         sol = run_episode(session, seed, solution, turns, "solution")
+        played.append(sol)
         check_return(sol)
         check_feasible(sol)
         check_solution_terminates(sol)
@@ -430,6 +479,7 @@ def run_checks(session, seeds: list[int]) -> dict:
             policies["hint"] = lambda o, t, r, h=hint: h
         for name, policy in policies.items():
             ep = run_episode(session, seed, policy, turns, name, rng_seed=seed)
+            played.append(ep)
             check_return(ep)
             check_ends(ep, turns)
             solved[name] = solved.get(name, 0) + int(ep.solved)
@@ -452,20 +502,33 @@ def run_checks(session, seeds: list[int]) -> dict:
 
 
 def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object],
-                  budget: float | None = None) -> Verdict:
+                  budget: float | None = None, contract: str = "auto",
+                  reject_single_shot: bool = False) -> Verdict:
     """The verdict on one design. `open_session(code)` returns a context manager yielding
     a session (an EnvSession in production); `budget` caps the wall time of its checks
-    (seconds, verdict `timeout`)."""
+    (seconds, verdict `timeout`). `contract`: spade, published or auto (from the code,
+    `contracts.detect_contract`)."""
     from ..errors import SpadeError
+    from .contracts import published_protocol, resolve_contract
+    from .published_checks import PUBLISHED_CHECKS, run_published_checks
 
     t0 = time.perf_counter()
     meta = None
+    kind = resolve_contract(code or "", contract)
+    names = PUBLISHED_CHECKS if kind == "published" else SPADE_CHECKS
+    episodes: list[CheckEpisode] = []
+    multi_turn = None
     try:
         code = check_code_present(code)
         check_syntax(code)
         try:
             with open_session(code) as session:
-                meta = run_checks(TimedSession(session, budget), seeds)
+                session = TimedSession(session, budget)
+                check_contract(session_metadata(session), kind)
+                if kind == "published":
+                    meta = run_published_checks(session, seeds, published_protocol(code), episodes)
+                else:
+                    meta = run_checks(session, seeds, episodes)
         except Rejected:
             raise
         except SpadeError:
@@ -477,6 +540,14 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
             # verdict: one candidate must never fail the batch.
             raise Rejected("protocol", f"the checks could not use what the environment sent: "
                                        f"{type(e).__name__}: {e}") from None
+        multi_turn = depends_on_actions(episodes)
+        if reject_single_shot:
+            names = (*names, "multi_turn")
+            check_multi_turn(multi_turn)
     except Rejected as r:
-        return Verdict(False, r.reason, r.detail, round(time.perf_counter() - t0, 4), seeds)
-    return Verdict(True, "ok", "", round(time.perf_counter() - t0, 4), seeds, meta)
+        if episodes:
+            multi_turn = depends_on_actions(episodes)
+        return Verdict(False, r.reason, r.detail, round(time.perf_counter() - t0, 4), seeds,
+                       contract=kind, checks=list(names), multi_turn=multi_turn)
+    return Verdict(True, "ok", "", round(time.perf_counter() - t0, 4), seeds, meta,
+                   contract=kind, checks=list(names), multi_turn=multi_turn)

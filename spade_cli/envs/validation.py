@@ -11,8 +11,9 @@
      shard only sees its own batch;
   3. the checks of `checks.validate_code`, in one sandboxed worker per candidate,
      `workers` candidates at a time.
-Each record gets `validation` {valid, reason, detail, seconds, seeds} and, when valid,
-`env` {code, name, summary, max_turns, tools?}.
+Each record gets `validation` {valid, reason, detail, seconds, seeds, contract, checks,
+multi_turn} and, when valid, `env` {code, name, summary, max_turns, tools?, contract?,
+action_format?} (the last two for the published contract).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from ..records import rng_for
 from . import extract_code, module_summary
 from .checks import Rejected, Verdict, check_code_present, check_syntax, validate_code
+from .contracts import resolve_contract
 
 
 def candidate_code(rec: dict) -> str | None:
@@ -48,14 +50,25 @@ def _env_field(rec: dict, code: str, meta: dict) -> dict:
            "max_turns": meta["max_turns"]}
     if meta.get("tools"):
         env["tools"] = meta["tools"]
+    if meta.get("contract") == "published":
+        env["contract"] = "published"
+        env["action_format"] = meta["action_format"]
     return env
+
+
+def _contract_of(rec: dict, contract: str) -> str:
+    """--contract, or under auto the contract the record names (an import names it)."""
+    env = rec.get("env") if isinstance(rec.get("env"), dict) else {}
+    named = env.get("contract")
+    return contract if contract != "auto" or named not in ("spade", "published") else named
 
 
 def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
     out = dict(rec)
     out["validation"] = {"valid": verdict.valid, "reason": verdict.reason,
                          "detail": verdict.detail, "seconds": verdict.seconds,
-                         "seeds": verdict.seeds}
+                         "seeds": verdict.seeds, "contract": verdict.contract,
+                         "checks": verdict.checks, "multi_turn": verdict.multi_turn}
     if verdict.valid:
         out["env"] = _env_field(rec, code, verdict.meta)
     return out
@@ -64,7 +77,8 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
 def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, seed: int = 0,
                      workers: int = 2, memory: list[dict] | None = None,
                      near: float | None = None, stats: Counter | None = None,
-                     candidate_timeout: float | None = 120.0) -> Iterator[dict]:
+                     candidate_timeout: float | None = 120.0, contract: str = "auto",
+                     reject_single_shot: bool = False) -> Iterator[dict]:
     """Yield every record of `records` with its verdict, in input order.
     `open_session(code)` is a context manager giving a session (EnvSession in production);
     `candidate_timeout` caps the wall time of one candidate's checks (verdict `timeout`);
@@ -98,13 +112,16 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
                 raise Rejected("duplicate", f"{how} {what} {match.key}")
         except Rejected as r:
             return rec, code, rseeds, Verdict(False, r.reason, r.detail,
-                                              round(time.perf_counter() - t0, 4), rseeds)
+                                              round(time.perf_counter() - t0, 4), rseeds,
+                                              contract=resolve_contract(code or "", _contract_of(rec, contract)))
         return rec, code, rseeds, None
 
     def run(item: tuple) -> dict:
         rec, code, rseeds, verdict = item
         if verdict is None:
-            verdict = validate_code(code, rseeds, open_session, budget=candidate_timeout)
+            verdict = validate_code(code, rseeds, open_session, budget=candidate_timeout,
+                                    contract=_contract_of(rec, contract),
+                                    reject_single_shot=reject_single_shot)
         return apply_verdict(rec, verdict, code)
 
     for out in imap_pool(run, (prepare(r) for r in records), workers):

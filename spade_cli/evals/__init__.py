@@ -10,6 +10,8 @@ Suites (`--suite NAME` or `NAME:item,item` to pick categories / families / games
   textarena      single-player text games                                          [textarena]
   library        the example environment library (envs.library.library_dir()), sandboxed
   memory         an environment memory file (--memory FILE), sandboxed
+  FILE           a file of candidate or env records, or a directory of environment files
+                 (either contract; spade-cat --from-dir), sandboxed
 
 Every suite is a list of `Task`s whose environments follow the environment contract, so
 one agent loop plays them all (spade-rollout's, through agent.py); `oracle=True` plays each task's privileged
@@ -18,6 +20,7 @@ solution instead of the model, which must score 100% (the harness check).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from ..errors import UsageError
@@ -33,6 +36,8 @@ __all__ = ["INSTALL_HINT", "SUITES", "Task", "build_tasks", "eval_records", "for
 
 def parse_suite(spec: str) -> tuple[str, list[str] | None]:
     """`name` or `name:a,b,c` -> (canonical name, subset or None)."""
+    if os.path.exists(spec):  # a file of candidates or env records, or a directory of envs
+        return "file", [spec]
     name, _, rest = spec.partition(":")
     name = ALIASES.get(name.strip().lower(), name.strip().lower())
     if name not in SUITES:
@@ -92,6 +97,10 @@ def build_tasks(suites: list[str], n: int, seed: int = 0, memory: str | None = N
             from . import pools
 
             out += pools.memory_tasks(memory, n, seed, subset, sandbox=sandbox)
+        elif name == "file":
+            from . import pools
+
+            out += pools.file_tasks(subset[0], n, seed, sandbox=sandbox)
     return out
 
 

@@ -168,9 +168,13 @@ class TaskEpisode(Episode):
             return False
         return super().check_room(budget)
 
+    def action_format(self) -> str:
+        # A pool environment of the published contract says so in its metadata.
+        return (getattr(self.env, "metadata", None) or {}).get("action_format", "plain")
+
     def advance(self, gen, fmt, parse_tool_calls, max_context: int) -> None:
         self.completion_tokens += len(gen.completion_ids)
-        calls, _ = reply_actions(gen.text, self.tools, parse_tool_calls)
+        calls, _ = reply_actions(gen.text, self.tools, parse_tool_calls, self.action_format())
         if calls and gen.finish_reason != "context":
             self.env.begin_model_step()
         first = len(self.env.steps)

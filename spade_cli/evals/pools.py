@@ -24,10 +24,13 @@ class SandboxEnv:
     threadsafe = True
 
     def __init__(self, code: str, cfg):
+        from ..envs.contracts import action_format
         from ..sandbox import EnvSession
 
         self.session = EnvSession(code, cfg)
         self.metadata = dict(self.session.metadata or {})
+        contract = "published" if self.metadata.get("contract") == "published" else "spade"
+        self.metadata["action_format"] = action_format("auto", contract, code)
         try:  # the agent prompt spade-rollout uses, so eval and training see the same framing
             from ..rollout import AgentPrompt
         except ImportError:
@@ -35,7 +38,7 @@ class SandboxEnv:
         if AgentPrompt is not None:
             self.metadata["system"] = AgentPrompt().system(
                 self.metadata.get("name") or "environment", turn_limit(self.metadata.get("max_turns")),
-                bool(self.metadata.get("tools")))
+                bool(self.metadata.get("tools")), self.metadata["action_format"])
 
     def reset(self, seed=None, options=None):
         return self.session.reset(seed=seed, options=options)
@@ -48,8 +51,14 @@ class SandboxEnv:
 
 
 def _solution(env, obs, info):
+    """The oracle's actions: info["solution"], or the commands a published environment's
+    solution() text spells out."""
+    from ..envs.contracts import solution_actions
+
     sol = (info or {}).get("solution")
-    return [str(a) for a in sol] if isinstance(sol, list) else None
+    if isinstance(sol, list):
+        return [str(a) for a in sol]
+    return solution_actions((info or {}).get("solution_text")) or None
 
 
 def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list[str] | None) -> list[Task]:
@@ -106,3 +115,29 @@ def memory_tasks(path: str | None, n: int, seed: int, subset: list[str] | None =
         raise DataError(f"{path}: no environments in this memory file")
     entries = [{**e, "family": "memory"} for e in entries]
     return _tasks("memory", entries, n, seed, sandbox_config(sandbox), subset)
+
+
+def file_tasks(path: str, n: int, seed: int, sandbox=None) -> list[Task]:
+    """A suite from a file of candidate records (valid ones, or not yet validated: an
+    import of spade-cat --from-dir) or env records, or from a directory of environment
+    files (as spade-cat --from-dir reads it). Environments are named by their env name."""
+    import os
+
+    from ..recordio import RecordReader
+
+    if os.path.isdir(path):
+        from ..envs.pool_import import pool_from_dir
+
+        recs = pool_from_dir(path)
+    else:
+        recs = list(RecordReader([path], kind=("candidate", "env")))
+    entries = []
+    for r in recs:
+        env = r.get("env") if r.get("kind") == "candidate" else r
+        valid = (r.get("validation") or {}).get("valid", True)
+        if isinstance(env, dict) and isinstance(env.get("code"), str) and valid:
+            entries.append({"name": str(env.get("name") or r.get("id")), "code": env["code"],
+                            "family": r.get("skill") or r.get("family") or "file"})
+    if not entries:
+        raise DataError(f"{path}: no valid environments to evaluate on")
+    return _tasks(os.path.basename(path.rstrip("/")) or "file", entries, n, seed, sandbox_config(sandbox), None)

@@ -31,6 +31,8 @@ def score_metrics(scored: list[dict]) -> dict[str, Any]:
     designed = [c for c in scored if c.get("origin", "design") != "replay"]
     valid = [c for c in designed if (c.get("validation") or {}).get("valid")]
     reasons = Counter((c.get("validation") or {}).get("reason", "unvalidated") for c in designed)
+    # Genuinely multi-turn: observations depend on the actions (spade-validate measures it).
+    measured = [c["validation"]["multi_turn"] for c in valid if c["validation"].get("multi_turn") is not None]
     regrets = [c["score"]["regret"] for c in scored if (c.get("score") or {}).get("regret") is not None]
     rewards = [c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None]
     comps: dict[str, list[float]] = {k: [] for k in COMPONENTS}
@@ -52,6 +54,7 @@ def score_metrics(scored: list[dict]) -> dict[str, Any]:
         "valid": len(valid),
         "valid_rate": round(len(valid) / len(designed), 4) if designed else None,
         "reasons": dict(sorted(reasons.items())),
+        "multi_turn_rate": round(sum(measured) / len(measured), 4) if measured else None,
         "environments_played": sum(1 for c in scored if c.get("rollouts")),
         "regret_mean": _mean(regrets),
         "regrets": regrets,
@@ -212,6 +215,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
 def table(rows: list[dict[str, Any]]) -> str:
     """A short fixed-width table of the run so far, for stderr."""
     cols = [("round", "round", "{}"), ("designs", "designs", "{}"), ("valid", "valid_rate", "{:.2f}"),
+            ("multiturn", "multi_turn_rate", "{:.2f}"),
             ("regret", "regret_mean", "{:+.3f}"), ("succ", "success_nohint", "{:.2f}"),
             ("succ+hint", "success_hint", "{:.2f}"), ("loss", "train_loss_last", "{:.4f}")]
     lines = ["  ".join(f"{h:>9}" for h, _, _ in cols)]

@@ -18,7 +18,8 @@ from ..errors import UsageError
 from ..settings import read_toml
 from .trajectory import ChatFormat, NoTokens, tool_call_message
 
-PROMPT_KEYS = ("system", "text_rules", "tool_rules", "hint")
+PROMPT_KEYS = ("system", "text_rules", "tool_rules", "boxed_rules", "tool_call_rules", "hint")
+_FORMAT_RULES = {"boxed": "boxed_rules", "tool_call": "tool_call_rules"}
 
 
 class AgentPrompt:
@@ -36,8 +37,10 @@ class AgentPrompt:
         self.parts = {k: str(parts[k]) for k in PROMPT_KEYS}
         self.path = str(path) if path else "spade_cli/prompts/agent.toml"
 
-    def system(self, name: str, max_turns: int, tools: bool) -> str:
-        rules = self.parts["tool_rules" if tools else "text_rules"]
+    def system(self, name: str, max_turns: int, tools: bool, action_format: str = "plain") -> str:
+        """`action_format`: plain, boxed or tool_call (`envs.contracts.action_format`)."""
+        key = _FORMAT_RULES.get(action_format) or ("tool_rules" if tools else "text_rules")
+        rules = self.parts[key]
         head = self.parts["system"].format(name=name, max_turns=max_turns)
         return f"{head}\n\n{rules}".strip()
 

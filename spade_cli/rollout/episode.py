@@ -35,6 +35,7 @@ from typing import Any
 # The turn limit and the action parser are the contract's, shared with spade-eval and
 # the gym wrapper (action_text and DEFAULT_MAX_TURNS are re-exported from here).
 from ..envs.actions import DEFAULT_MAX_TURNS, action_text, reply_actions, turn_limit  # noqa: F401
+from ..envs.contracts import solution_actions
 from .returns import episode_returns
 from .trajectory import Trajectory, tool_call_message
 
@@ -75,6 +76,10 @@ def step_problem(out: Any, ret: float) -> str | None:
 
 
 class Episode:
+    def action_format(self) -> str:
+        """How a reply becomes actions (`envs.actions.reply_actions`): the job's choice."""
+        return getattr(self.job, "action_format", "plain")
+
     def __init__(self, job: Any, hinted: bool, index: int, seed: int):
         self.job = job  # the candidate's bookkeeping (runner.Job)
         self.hinted = hinted
@@ -178,9 +183,12 @@ class Episode:
         self.tools = self.job.env.get("tools") or meta.get("tools") or None
         self.obs = obs
         self.hint, self.hint_source = self.job.hint_for(info)
-        self.solution = list(info.get("solution") or [])
+        # The published contract has no solution list: its solution() text, where it
+        # spells out commands, is what the replay agent plays.
+        self.solution = list(info.get("solution") or []) or solution_actions(info.get("solution_text"))
         name = self.job.env.get("name") or meta.get("name") or "environment"
-        self.system = prompt.system(name, self.max_turns, bool(self.tools))
+        self.system = prompt.system(name, self.max_turns, bool(self.tools),
+                                    self.action_format())
         first = self.obs + (prompt.hint_text(self.hint) if self.hinted and self.hint else "")
         messages = [{"role": "system", "content": self.system}, {"role": "user", "content": first}]
         self.traj = Trajectory(fmt.prompt_ids(messages, self.tools))
@@ -205,7 +213,8 @@ class Episode:
         if gen.finish_reason == "context":
             self.finish("context", f"the prompt ({self.traj.length} tokens) fills the model's context")
             return
-        calls, actions = reply_actions(gen.text, self.tools, parse_tool_calls)
+        fmt_name = self.action_format()
+        calls, actions = reply_actions(gen.text, self.tools, parse_tool_calls, fmt_name)
         observations = []
         for action in actions:
             if not self.check_time():

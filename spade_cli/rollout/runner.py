@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..envs.contracts import action_format as contract_action_format
+from ..envs.contracts import resolve_contract
 from ..records import rng_for, seed_for
 from .agents import AgentPrompt
 from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
@@ -76,7 +78,8 @@ class Job:
     """One candidate on its way through the stage."""
 
     def __init__(self, record: dict, k: int, seed: int, max_turns: int | None, timeout: float,
-                 return_mode: str = "final", hint_source: str = "self"):
+                 return_mode: str = "final", hint_source: str = "self", contract: str = "auto",
+                 action_format: str = "auto"):
         self.record = record
         self.return_mode = return_mode
         self.hint_source = hint_source
@@ -84,6 +87,9 @@ class Job:
         env = record.get("env") if isinstance(record.get("env"), dict) else {}
         self.env = env
         self.code = env.get("code")
+        code = self.code if isinstance(self.code, str) else ""
+        self.contract = env.get("contract") or resolve_contract(code, contract)
+        self.action_format = contract_action_format(action_format, self.contract, code)
         self.timeout = timeout
         valid = (record.get("validation") or {}).get("valid") is True
         self.active = valid and isinstance(self.code, str) and bool(self.code)
@@ -181,6 +187,8 @@ def run_rollouts(
     job_factory: Any = None,
     episode_return: str = "final",
     hint_source: str = "self",
+    contract: str = "auto",
+    action_format: str = "auto",
 ) -> Iterator[dict]:
     """Play k no-hint and k hinted episodes on every valid candidate (validation.valid
     and env.code); yield every candidate, in input order, with `rollouts` added to the
@@ -210,7 +218,11 @@ def run_rollouts(
     between episodes, anything read from outside the episode). With `verify` > 0 each
     candidate is also probed without the model (verify.probe: its solution on a rollout
     seed, a nonsense policy on two others), which marks it `contract_broken` if it no
-    longer holds."""
+    longer holds.
+
+    `contract` applies to records whose
+    env does not name one; `action_format` is plain, boxed or auto
+    (`envs.contracts.action_format`)."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
@@ -256,7 +268,8 @@ def run_rollouts(
             except StopIteration:
                 exhausted = True
                 return
-            make_job = job_factory or partial(Job, return_mode=episode_return, hint_source=hint_source)
+            make_job = job_factory or partial(Job, return_mode=episode_return, hint_source=hint_source,
+                                              contract=contract, action_format=action_format)
             job = make_job(rec, k, seed, max_turns, episode_timeout)
             stats.candidates += 1
             if job.active:

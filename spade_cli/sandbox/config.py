@@ -326,6 +326,7 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tupl
     a += ["--remount-ro", SITE,
           "--perms", "0755", "--dir", "/opt/spade",
           "--ro-bind", str(Path(__file__).with_name("worker.py")), WORKER_PATH,
+          "--ro-bind", str(Path(__file__).with_name("published.py")), "/opt/spade/published.py",
           "--proc", "/proc",
           # bwrap's /proc leaves the host's /proc/sys writable to root: remount read-only.
           "--remount-ro", "/proc",

@@ -367,6 +367,17 @@ def find_env_class(module):
         sorted(c.__name__ for c in leaves))
 
 
+def published_class(module):
+    """The published contract's plain class behind an adapter (published.py, beside us)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "spade_published", os.path.join(os.path.dirname(os.path.abspath(__file__)), "published.py"))
+    adapter = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(adapter)
+    return adapter.adapt(module)
+
+
 def load(code):
     module = types.ModuleType("spade_env")
     module.__file__ = "<env>"
@@ -383,6 +394,8 @@ def load(code):
     except BaseException as e:  # noqa: BLE001 - SystemExit too: untrusted code may call exit()
         return None, error_reply(None, e, "import_crash", "importing the module")
     cls, problem = find_env_class(module)
+    if cls is None and problem.endswith("no gymnasium.Env subclass"):
+        cls, problem = published_class(module)
     if cls is None:
         return None, {"ok": False, "reason": "no_env_class", "detail": problem, "fatal": False}
     return cls, None

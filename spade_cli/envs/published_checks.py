@@ -1,0 +1,156 @@
+"""Validation of an environment of the published contract (see `contracts`).
+
+The published release checks that an environment loads, resets and takes three steps
+without crashing. Here it also gets every check of ours that needs no verified solution:
+  - loads / resets: the adapter found one class with reset, step and solution; reset()
+    gives (str, dict) and solution() a str (`solution_text`);
+  - three_steps: three unrecognised commands (random words of the observation, not
+    wrapped in \\boxed{}) must be answered, not crash;
+  - baselines: the empty reply, constant commands and random commands in the
+    environment's own protocol (\\boxed{...} or <tool_call>), each until the episode ends:
+    every return in [0, 1] (reward_range), every episode ends within max_turns
+    (terminates), none solves at least half the seeds (not_trivial);
+  - hint_leak: where solution() spells out an action sequence, the first observation
+    must not contain all of it;
+  - deterministic: two resets with one seed agree, and the first seed's random episode
+    replays identically in a fresh instance of the re-executed module;
+  - resource limits (the sandbox) and duplicates (the host, before any of this).
+No feasibility check: solution() is text, not a proof.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+from .checks import (
+    CheckEpisode,
+    Policy,
+    Rejected,
+    _tokens,
+    call,
+    check_ends,
+    check_hint_text,
+    check_metadata,
+    check_return,
+    check_same_episode,
+    check_same_reset,
+    check_trivial,
+    run_episode,
+    session_metadata,
+)
+from .contracts import _BOXED, solution_actions
+
+PUBLISHED_CHECKS = ("loads", "resets", "three_steps", "deterministic", "reward_range",
+                    "terminates", "hint_leak", "not_trivial", "resources")
+PROBE_STEPS = 3
+
+
+def check_published_reset(out: object) -> tuple[str, str, list[str]]:
+    """(observation, solution text, the actions it spells out) of a reset reply."""
+    if not (isinstance(out, (list, tuple)) and len(out) == 2):
+        raise Rejected("bad_reset", "reset() must return (observation, info)")
+    obs, info = out
+    if not isinstance(obs, str):
+        raise Rejected("bad_reset", f"the observation must be a str, got {type(obs).__name__}")
+    if not isinstance(info, dict):
+        raise Rejected("bad_reset", f"info must be a dict, got {type(info).__name__}")
+    text = info.get("solution_text")
+    if not isinstance(text, str):
+        raise Rejected("bad_reset", "solution() must return a str")
+    return obs, text, solution_actions(text)
+
+
+def check_observation_leak(obs: str, actions: list[str], seed: int) -> None:
+    """The first observation must not spell out solution()'s whole action sequence (the
+    commands inside \\boxed{}, or the tool-call blocks)."""
+    inner = [a[len("\\boxed{"):-1] if a.startswith("\\boxed{") else a for a in actions]
+    try:
+        check_hint_text(obs, inner, seed)
+    except Rejected:
+        raise Rejected("hint_leak", f"seed {seed}: the first observation contains the whole "
+                                    "action sequence of solution()") from None
+
+
+def _random_words(obs: str, rng: random.Random) -> str:
+    toks = _tokens(obs)
+    return " ".join(rng.choice(toks) for _ in range(rng.randint(1, 3)))
+
+
+def published_policies(protocol: str) -> dict[str, Policy]:
+    """The dumb policies, speaking the environment's protocol."""
+    pol: dict[str, Policy] = {"empty": lambda o, t, r: ""}
+    if protocol == "tool_call":
+        pol["constant done"] = lambda o, t, r: "<answer>done</answer>"
+
+        def random_call(obs: str, turn: int, rng: random.Random) -> str:
+            toks = _tokens(obs)
+            nums = [t for t in toks if t.isdigit()] or ["0", "1"]
+            args = {rng.choice(toks): int(rng.choice(nums)) if rng.random() < 0.5 else rng.choice(toks)}
+            return f"<tool_call>{json.dumps({'name': rng.choice(toks), 'arguments': args})}</tool_call>"
+
+        pol["random"] = random_call
+    else:
+        for c in ("0", "1", "yes"):
+            pol[f"constant \\boxed{{{c}}}"] = lambda o, t, r, c=c: f"\\boxed{{{c}}}"
+        pol["random"] = lambda o, t, r: f"\\boxed{{{_random_words(o, r)}}}"
+        pol["random command"] = example_command
+    return pol
+
+
+def example_command(obs: str, turn: int, rng: random.Random) -> str:
+    """A command shaped like one the observation shows (`\\boxed{try DDD}`,
+    `\\boxed{north|south}`): alternatives picked at random, upper-case placeholders
+    filled with random digits. Without an example, random words."""
+    examples = _BOXED.findall(obs)
+    if not examples:
+        return f"\\boxed{{{_random_words(obs, rng)}}}"
+    text = rng.choice(examples)
+    text = re.sub(r"\w+(?:\|\w+)+", lambda m: rng.choice(m.group(0).split("|")), text)
+    text = re.sub(r"\b[A-Z]+\b", lambda m: "".join(rng.choice("0123456789") for _ in m.group(0)), text)
+    return f"\\boxed{{{text}}}"
+
+
+def run_published_checks(session, seeds: list[int], protocol: str,
+                         episodes: list[CheckEpisode] | None = None) -> dict:
+    """All dynamic checks of a published environment; returns its checked metadata
+    (with contract, action_format and the first seed's solution text)."""
+    played = episodes if episodes is not None else []
+    meta = check_metadata(session_metadata(session))
+    turns = meta["max_turns"]
+    solved: dict[str, int] = {}
+    first: CheckEpisode | None = None
+    for k, seed in enumerate(seeds):
+        a = check_published_reset(call(session, "reset", seed=seed))
+        check_same_reset(a, check_published_reset(call(session, "reset", seed=seed)), seed)
+        obs, _text, actions = a
+        if actions:
+            check_observation_leak(obs, actions, seed)
+        probe = run_episode(session, seed, lambda o, t, r: _random_words(o, r), min(PROBE_STEPS, turns),
+                            "unrecognised command", rng_seed=seed, reset_check=check_published_reset)
+        played.append(probe)
+        check_return(probe)
+        if actions:  # not a feasibility check (solution() is unchecked text): one more
+            # trajectory for the multi-turn measure, whose return must still be in range
+            ref = run_episode(session, seed, actions, turns, "solution() actions",
+                              reset_check=check_published_reset)
+            played.append(ref)
+            check_return(ref)
+        for name, policy in published_policies(protocol).items():
+            ep = run_episode(session, seed, policy, turns, name, rng_seed=seed,
+                             reset_check=check_published_reset)
+            played.append(ep)
+            check_return(ep)
+            check_ends(ep, turns)
+            solved[name] = solved.get(name, 0) + int(ep.solved)
+            if k == 0 and name == "random":
+                first = ep
+    if getattr(session, "renew", None) is not None:
+        call(session, "renew", reload=True)
+    again = run_episode(session, seeds[0], published_policies(protocol)["random"], turns, "random",
+                        rng_seed=seeds[0], reset_check=check_published_reset)
+    check_same_episode(first, again)
+    check_trivial(solved, len(seeds))
+    return {**meta, "contract": "published", "action_format": protocol,
+            "solution_text": first.hint if first else ""}
