@@ -19,7 +19,7 @@ from spade_cli.envs.pool_import import is_released_pool, pool_from_dir
 from spade_cli.envs.validation import validate_records
 from spade_cli.errors import DataError
 from spade_cli.loop.report import score_metrics
-from spade_cli.rollout import ModelAgent, Prompt, ReplayAgent, run_rollouts
+from spade_cli.rollout import AgentPrompt, ModelAgent, ReplayAgent, run_rollouts
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig
 
 from .conftest import run_cli
@@ -212,7 +212,7 @@ def test_action_formats():
     reply = "<think>maybe \\boxed{1}</think> I go \\boxed{east} "
     assert reply_actions(reply, None, lambda t: [], "boxed") == ([], ["I go \\boxed{east}"])
     assert reply_actions(reply, None, lambda t: [], "plain") == ([], ["I go \\boxed{east}"])
-    prompt = Prompt()
+    prompt = AgentPrompt()
     assert "\\boxed{<action>}" in prompt.system("G", 5, False, "boxed")
     assert "<answer>done</answer>" in prompt.system("G", 5, False, "tool_call")
     assert "\\boxed" not in prompt.system("G", 5, False, "plain")

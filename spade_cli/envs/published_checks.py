@@ -8,7 +8,7 @@ without crashing. Here it also gets every check of ours that needs no verified s
     wrapped in \\boxed{}) must be answered, not crash;
   - baselines: the empty reply, constant commands and random commands in the
     environment's own protocol (\\boxed{...} or <tool_call>), each until the episode ends:
-    every return in [0, 1] (reward_range), every episode ends within max_turns
+    every step's reward in [-1, 1] and the final one the return, as published (reward_range), every episode ends within max_turns
     (terminates), none solves at least half the seeds (not_trivial);
   - hint_leak: where solution() spells out an action sequence, the first observation
     must not contain all of it;
@@ -25,17 +25,17 @@ import random
 import re
 
 from .checks import (
+    SOLVED,
     CheckEpisode,
     Policy,
     Rejected,
     _tokens,
     call,
     check_ends,
-    check_hint_text,
     check_metadata,
-    check_return,
     check_same_episode,
     check_same_reset,
+    check_step_rewards,
     check_trivial,
     run_episode,
     session_metadata,
@@ -64,13 +64,16 @@ def check_published_reset(out: object) -> tuple[str, str, list[str]]:
 
 def check_observation_leak(obs: str, actions: list[str], seed: int) -> None:
     """The first observation must not spell out solution()'s whole action sequence (the
-    commands inside \\boxed{}, or the tool-call blocks)."""
+    commands inside \\boxed{}, or the tool-call blocks). Literal only (case and separators
+    aside): an observation poses the task, so a sum the player must work out is no leak,
+    as it would be in a hint."""
+    from .leaks import MIN_LENGTH, squash
+
     inner = [a[len("\\boxed{"):-1] if a.startswith("\\boxed{") else a for a in actions]
-    try:
-        check_hint_text(obs, inner, seed)
-    except Rejected:
+    whole = squash(" ".join(inner))
+    if len(whole) >= MIN_LENGTH and whole in squash(obs):
         raise Rejected("hint_leak", f"seed {seed}: the first observation contains the whole "
-                                    "action sequence of solution()") from None
+                                    "action sequence of solution()")
 
 
 def _random_words(obs: str, rng: random.Random) -> str:
@@ -130,20 +133,20 @@ def run_published_checks(session, seeds: list[int], protocol: str,
         probe = run_episode(session, seed, lambda o, t, r: _random_words(o, r), min(PROBE_STEPS, turns),
                             "unrecognised command", rng_seed=seed, reset_check=check_published_reset)
         played.append(probe)
-        check_return(probe)
+        check_step_rewards(probe)
         if actions:  # not a feasibility check (solution() is unchecked text): one more
             # trajectory for the multi-turn measure, whose return must still be in range
             ref = run_episode(session, seed, actions, turns, "solution() actions",
                               reset_check=check_published_reset)
             played.append(ref)
-            check_return(ref)
+            check_step_rewards(ref)
         for name, policy in published_policies(protocol).items():
             ep = run_episode(session, seed, policy, turns, name, rng_seed=seed,
                              reset_check=check_published_reset)
             played.append(ep)
-            check_return(ep)
+            check_step_rewards(ep)
             check_ends(ep, turns)
-            solved[name] = solved.get(name, 0) + int(ep.solved)
+            solved[name] = solved.get(name, 0) + int(ep.final_reward >= SOLVED)
             if k == 0 and name == "random":
                 first = ep
     if getattr(session, "renew", None) is not None:

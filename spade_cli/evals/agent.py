@@ -213,7 +213,6 @@ class TaskEpisode(Episode):
 class EvalJob:
     """One task on its way through `run_rollouts`: `samples` episodes, no hint."""
 
-    return_mode = "sum"  # a suite's score is its rewards summed (clipped in the record)
 
     def __init__(self, task: Task, k: int, seed: int, max_turns: int | None, timeout: float,
                  oracle: bool = False):
@@ -227,6 +226,9 @@ class EvalJob:
                          for i in range(k)]
         self.left = len(self.episodes)
         self.replays: list = []  # verification futures: none, eval runs with verify=0
+        # A suite's score is its rewards summed (clipped in the record), or for a pool
+        # environment of the published contract, its final reward.
+        self.return_mode = task.meta.get("return", "sum")
 
     def output(self, agent_info: dict, k: int) -> list[dict]:
         return [ep.result() for ep in self.episodes]

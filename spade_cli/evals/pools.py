@@ -62,6 +62,8 @@ def _solution(env, obs, info):
 
 
 def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list[str] | None) -> list[Task]:
+    from ..envs.contracts import resolve_contract
+
     if subset:
         names = {e["name"] for e in entries}
         bad = [s for s in subset if s not in names]
@@ -81,9 +83,11 @@ def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list
         def make_env(code=e["code"]):
             return SandboxEnv(code, cfg)
 
+        # An environment of the published contract scores its final reward, as published.
+        returns = "final" if resolve_contract(e["code"], "auto") == "published" else "sum"
         out.append(Task(suite, f"{e['name']}/{idx}", e.get("family") or e["name"], make_env,
                         seed=ep_seed, oracle=_solution, parallel=True,
-                        meta={"env": e["name"], "episode_seed": ep_seed}))
+                        meta={"env": e["name"], "episode_seed": ep_seed, "return": returns}))
     return out
 
 

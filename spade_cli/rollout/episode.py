@@ -58,7 +58,10 @@ def reset_problem(obs: Any, info: Any) -> str | None:
     return None
 
 
-def step_problem(out: Any, ret: float) -> str | None:
+def step_problem(out: Any, ret: float, return_mode: str = "sum") -> str | None:
+    """What is wrong with a step's reply, if anything. The range follows the return:
+    summed rewards stay in [0, 1]; with the published `final` return each reward is in
+    [-1, 1] (the last is the return; earlier ones shape progress)."""
     if not (isinstance(out, (list, tuple)) and len(out) == 5):
         return "step() did not return 5 values"
     obs, reward, terminated, truncated, info = out
@@ -66,7 +69,10 @@ def step_problem(out: Any, ret: float) -> str | None:
         return f"step() observation is a {type(obs).__name__}, not a str"
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
         return f"step() reward {reward!r} is not a finite number"
-    if not -RETURN_EPS <= ret + reward <= 1 + RETURN_EPS:
+    if return_mode == "final":
+        if not -1 - RETURN_EPS <= reward <= 1 + RETURN_EPS:
+            return f"the reward {reward:g} is outside [-1, 1]"
+    elif not -RETURN_EPS <= ret + reward <= 1 + RETURN_EPS:
         return f"the return {ret + reward:g} is outside [0, 1]"
     if not isinstance(terminated, bool) or not isinstance(truncated, bool):
         return "terminated and truncated must be bools"
@@ -226,7 +232,7 @@ class Episode:
                 self.turns.append({"observation": observation, "action": action, "reward": 0.0})
                 self._env_failed(e)
                 break
-            problem = step_problem(out, self.ret)
+            problem = step_problem(out, self.ret, self.job.return_mode)
             if problem is not None:
                 self.turns.append({"observation": observation, "action": action, "reward": 0.0})
                 self._broke_contract(problem)
@@ -277,8 +283,9 @@ class Episode:
                 rewards = []
                 for turn in self.turns:
                     out = env.step(turn["action"])
-                    if step_problem(out, sum(rewards)) is not None:
-                        raise ValueError(step_problem(out, sum(rewards)))
+                    problem = step_problem(out, sum(rewards), self.job.return_mode)
+                    if problem is not None:
+                        raise ValueError(problem)
                     seen.append(out[0])
                     rewards.append(float(out[1]))
         except EnvError as e:

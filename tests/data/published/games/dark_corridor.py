@@ -51,8 +51,8 @@ class DarkCorridor:
         reward = 0.0
         if self.room > self.best:
             reward, self.best = 0.2 * (self.room - self.best), self.room
-        if self.room == 5:
-            return "Daylight: you found the exit.", reward, True, False, {}
+        if self.room == 5:  # as published: the final step's reward is the episode's return
+            return "Daylight: you found the exit.", 1.0, True, False, {}
         return self._describe(f"You walk {move}."), reward, False, truncated, {}
 
     def solution(self):

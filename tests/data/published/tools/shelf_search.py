@@ -33,7 +33,8 @@ class ShelfSearch:
         truncated = self.turn >= self.max_turns
         text = action or ""
         if re.search(r"<answer>\s*done\s*</answer>", text):
-            reward = 0.5 if self.has_key else 0.0
+            # As published, the final step's reward is the episode's return.
+            reward = 1.0 if self.has_key else 0.0
             return "You leave the room.", reward, True, False, {}
         m = re.search(r"<tool_call>(.*?)</tool_call>", text, re.DOTALL)
         if not m:
@@ -52,7 +53,7 @@ class ShelfSearch:
         if name == "take":
             if shelf == self.key_shelf and not self.has_key:
                 self.has_key = True
-                return "You take the key.", 0.5, False, truncated, {}
+                return "You take the key.", 0.2, False, truncated, {}
             return f"Nothing to take from shelf {shelf}.", 0.0, False, truncated, {}
         return f"Unknown tool {name!r}.", 0.0, False, truncated, {}
 
