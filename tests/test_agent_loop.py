@@ -90,6 +90,7 @@ def rollout_actions(reply: str, tools, max_turns: int = 100) -> list[str]:
 
     class Job:
         timeout = 10.0
+        return_mode = "sum"
 
     ep = Episode(Job(), False, 0, 0)
     ep.session, ep.tools, ep.max_turns, ep.system = env, tools, max_turns, ""
