@@ -206,7 +206,7 @@ def test_round_robin_skills_over_four_rounds():
     second = ["Pattern Recognition", "Optimization", "Causal Inference"]
     assert names == [first, second, first, second]
     # 4 per round wraps around the list; 0 keeps all.
-    assert [s.name for s in active_skills(list(GAMES), 4, 2)] == [*second, *first[:1]]
+    assert [s.name for s in active_skills(list(GAMES), 4, 2)] == [*second[1:], *first[:2]]
     assert len(active_skills(list(GAMES), 0, 7)) == 6
 
 
