@@ -13,8 +13,9 @@ the set of samples that share a prompt, so GRPO's baseline (the group mean) is f
   with `group`, the designs of one `candidate.group`, advantage = (reward - mean) /
   (sample std + 1e-4), TRL's z-score. The `balance` scale then multiplies designer
   advantages by min(cap, agent samples / designer samples x interval) so the few designs
-  weigh in against the many agent plays. Pools are cut into groups of at most the
-  agent's group size for batching; the trainer puts these advantages in place of TRL's;
+  weigh in against the many agent plays. Skill pools are cut into groups of at most the
+  agent's group size (or --group-size) for batching; the trainer puts these advantages in
+  place of TRL's;
 - agent: the K no-hint episodes of one environment (the candidate), reward = the
   episode `return`. Hinted episodes are a measuring stick and are used only with
   `include_hinted` (as their own groups: their prompt differs by the hint).
@@ -255,7 +256,9 @@ def read_groups(
             if not set_designer_advantages(members, designer_baseline, scale):
                 stats.skipped["flat_reward_group"] += 1
                 continue
-            n = chunk or len(members)
+            # A skill's pool can hold the whole round's designs: cut it to the agent's group
+            # size for batching. A prompt's group stays whole, as it is TRL's group too.
+            n = (chunk if members[0].group.startswith("designer:skill:") else None) or len(members)
             kept.extend(members[i:i + n] for i in range(0, len(members), n))
             continue
         if len(members) < 2:
