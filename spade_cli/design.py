@@ -9,6 +9,10 @@ A prompt template is one text file with a `=== system ===` and a `=== user ===` 
     {{exemplars}}  full code of a few environments chosen from memory
     {{listing}}    one line per environment that already exists
     {{round}}      the round number
+    {{skill}}      the target skill with its description (skills.py), empty without one
+    {{difficulty}} easy, medium or hard, empty without one
+    {{steps}}      interaction steps the difficulty asks for (2 on easy, else 3)
+    {{avoid}}      one line naming an environment that was too easy or too hard
 
 `{{#name}}...{{/name}}` keeps its body only when `name` is non-empty, and
 `{{^name}}...{{/name}}` only when it is empty (so `--no-doc` and `--no-memory` drop whole
@@ -22,10 +26,16 @@ halved down to a few lines, then the document is shortened (to no less than 16
 tokens); a prompt that cannot fit even so is a usage error. Exemplars are never truncated: half a module would teach
 broken code.
 
-Records: each doc yields one GRPO group of `num_designs` candidates sharing one prompt.
-Ids are stable: group = hash(doc id, round, seed); candidate = hash(group, index); the
-sampling seed of design i is `seed_for(seed, "design", f"{group}:{i}")`, so reruns and
-shards reproduce the same designs on engines that honour seeds.
+Records: with `doc_per_design` (the default, as published) each doc yields one design,
+and the designs of one skill in a round share a group (the designer's baseline is its
+skill's mean); otherwise each doc yields one GRPO group of `num_designs` candidates
+sharing one prompt. The attempt (the doc) picks the skill and difficulty (skills.py) and
+seeds the exemplar choice with (seed, round, doc id). Ids are stable: doc group =
+hash(doc id, round, seed); candidate = hash(doc group, index); the sampling seed of
+design i is `seed_for(seed, "design", f"{doc group}:{i}")`, so reruns and shards
+reproduce the same designs on engines that honour seeds. Memory policies: see memory.py
+(published: exemplars of the skill cut to `exemplar_chars`, an avoid line, no listing;
+diverse: whole exemplars and a listing).
 """
 
 from __future__ import annotations
@@ -41,7 +51,8 @@ from .options import DesignSettings
 from .records import make_id, new_record, seed_for
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
-PLACEHOLDERS = ("contract", "document", "source", "exemplars", "listing", "round")
+PLACEHOLDERS = ("contract", "document", "source", "exemplars", "listing", "round", "skill", "difficulty",
+                "steps", "avoid")
 _SECTION = re.compile(r"\{\{([#^])(\w+)\}\}\n?(.*?)\{\{/\2\}\}\n?", re.DOTALL)
 _FIELD = re.compile(r"\{\{(\w+)\}\}")
 _MARK = re.compile(r"^=== (system|user) ===[ \t]*$", re.MULTILINE)
@@ -115,13 +126,15 @@ def excerpt(text: str, max_tokens: int, tokenizer) -> str:
     return cut.rstrip() + "\n[…]"
 
 
-def format_exemplars(entries: list[dict]) -> str:
+def format_exemplars(entries: list[dict], chars: int = 0) -> str:
+    from .memory import cut_code
+
     blocks = []
     for i, e in enumerate(entries, 1):
         title = e.get("name") or e.get("id") or f"example {i}"
         summary = e.get("summary") or ""
         head = f"### Example {i}: {title}" + (f" — {summary}" if summary else "")
-        blocks.append(f"{head}\n```python\n{e['code'].rstrip()}\n```")
+        blocks.append(f"{head}\n```python\n{cut_code(e['code'], chars).rstrip()}\n```")
     return "\n\n".join(blocks)
 
 
@@ -145,8 +158,10 @@ class DesignPrompt:
 
 def build_prompt(engine: Engine, template: Template, contract: str, doc: dict | None,
                  exemplars: list[dict], listing_text: str, round_: int,
-                 doc_tokens: int, max_prompt_tokens: int) -> DesignPrompt:
-    """The designer's messages for one document, fitted to `max_prompt_tokens`."""
+                 doc_tokens: int, max_prompt_tokens: int, extra: dict[str, str] | None = None,
+                 exemplar_chars: int = 0) -> DesignPrompt:
+    """The designer's messages for one document, fitted to `max_prompt_tokens`; `extra`
+    fills the skill, difficulty, steps and avoid placeholders."""
     doc_text = excerpt(doc["text"], doc_tokens, engine.tokenizer) if doc is not None else None
     exemplars = list(exemplars)
     listing_lines = listing_text.splitlines() if listing_text else []
@@ -155,9 +170,10 @@ def build_prompt(engine: Engine, template: Template, contract: str, doc: dict | 
             "contract": contract,
             "document": doc_text or "",
             "source": doc_source(doc) if doc is not None else "",
-            "exemplars": format_exemplars(exemplars),
+            "exemplars": format_exemplars(exemplars, exemplar_chars),
             "listing": "\n".join(listing_lines),
             "round": str(round_),
+            **(extra or {}),
         }
         messages = []
         system = render(template.system, values).strip()
@@ -215,7 +231,8 @@ def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSetting
     template = template or Template.load()
     contract = load_contract(settings.contract)
     entries = [] if settings.no_memory else list(memory or [])
-    listing_text = listing(entries, limit=settings.listing_limit) if entries else ""
+    diverse = settings.memory_policy == "diverse"
+    listing_text = listing(entries, limit=settings.listing_limit) if entries and diverse else ""
     budget = prompt_budget(settings, engine)
     base = settings.sampling
 
@@ -238,29 +255,47 @@ def _nth(attempt: int, i: int) -> int | str:
 
 def _design_batch(docs, engine, settings, base, template, contract, entries, listing_text, budget,
                   seed, round, attempt=1):
-    from .memory import select_exemplars
+    from . import memory, skills
 
+    active = skills.active_skills(skills.resolve(settings.skill_set, settings.skills),
+                                  settings.skills_per_round, round)
     convs, samplings, meta = [], [], []
     for doc in docs:
-        group = make_id("group", doc["id"], round, seed)
-        chosen = select_exemplars(entries, settings.exemplars, seed=seed_for(seed, "exemplars", doc["id"]))
+        doc_group = make_id("group", doc["id"], round, seed)
+        skill, level = skills.pick(active, settings.difficulty, seed, round, doc["id"])
+        pick_seed = seed_for(seed, "exemplars", f"{round}:{doc['id']}")
+        extra = {"skill": skill.prompt_text() if skill else "", "difficulty": level or "",
+                 "steps": str(skills.min_steps(level))}
+        if settings.memory_policy == "published":
+            chosen = memory.select_published(entries, skill.name if skill else None, settings.exemplars, pick_seed)
+            extra["avoid"] = memory.avoid_line(memory.avoid_entry(entries, skill.name if skill else None, pick_seed))
+            chars = settings.exemplar_chars
+        else:
+            chosen = memory.select_exemplars(entries, settings.exemplars, seed=seed_for(seed, "exemplars", doc["id"]))
+            chars = 0
         prompt = build_prompt(engine, template, contract, None if settings.no_doc else doc, chosen,
-                              listing_text, round, settings.doc_tokens, budget)
-        for i in range(settings.designs_per_doc):
+                              listing_text, round, settings.doc_tokens, budget, extra, chars)
+        if settings.doc_per_design:
+            group = make_id("group", "skill", skill.name if skill else "", round, seed)
+            count = 1
+        else:
+            group, count = doc_group, settings.designs_per_doc
+        for i in range(count):
             s = Sampling(temperature=base.temperature, top_p=base.top_p, max_tokens=base.max_tokens,
-                         seed=seed_for(seed, "design", f"{group}:{_nth(attempt, i)}"), stop=list(base.stop))
+                         seed=seed_for(seed, "design", f"{doc_group}:{_nth(attempt, i)}"), stop=list(base.stop))
             convs.append(prompt.messages)
             samplings.append(s)
-            meta.append((doc, group, i, prompt))
+            meta.append((doc, doc_group, group, i, prompt, skill, level))
     gens = engine.chat(convs, samplings)
-    for (doc, group, i, prompt), s, g in zip(meta, samplings, gens, strict=True):
+    for (doc, doc_group, group, i, prompt, skill, level), s, g in zip(meta, samplings, gens, strict=True):
         doc_field = None
         if not settings.no_doc:
             doc_field = {"id": doc["id"], "text": prompt.doc_text, "source": doc.get("source"),
                          "chars": len(doc["text"])}
         yield new_record(
-            "candidate", make_id("cand", group, _nth(attempt, i)), [doc["id"]],
+            "candidate", make_id("cand", doc_group, _nth(attempt, i)), [doc["id"]],
             origin="design", round=round, group=group, doc=doc_field,
+            skill=skill.name if skill else None, difficulty=level,
             design={
                 "messages": prompt.messages,
                 "text": g.text,

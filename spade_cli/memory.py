@@ -22,6 +22,16 @@ independent of the file's order:
      farthest point, distance 1 - Jaccard of shingle sets) — shows the range of what
      exists so the designer does not converge on one family.
 
+Published exemplar policy (`select_published(entries, skill, n, seed)`): among entries of
+the design's skill whose no-hint win rate lies in [0.15, 0.85], the top max(3n, 10) by
+regret, n of them drawn uniformly; the prompt cuts each one's code to a character budget.
+`avoid_entry` names one entry of the skill that was too easy (win rate > 0.9) or too hard
+(< 0.1). Both are deterministic for a seed (the designer passes one per seed, round and
+design). With no entry of the skill, entries of every skill are used.
+
+Capacity (`evict`): memory keeps the newest `capacity` entries (by round, then file
+order); the oldest go first.
+
 Replay policy (`select_replay`), after prioritised level replay (Jiang et al., 2021):
   P(i) = (1 - rho) * P_S(i) + rho * P_C(i)
   P_S(i) = h(rank_i)^(1/beta) / sum_j h(rank_j)^(1/beta),  h(r) = 1/r, rank by score
@@ -138,6 +148,9 @@ def entry_from_candidate(cand: dict, score: dict, round_: int) -> Entry:
         code_hash=h,
         origin=cand.get("origin", "design"),
     )
+    for key in ("skill", "difficulty"):
+        if cand.get(key):
+            rec[key] = cand[key]
     if env.get("tools"):
         rec["tools"] = env["tools"]
     return rec
@@ -232,6 +245,75 @@ def select_exemplars(entries: list[Entry], k: int, seed: int = 0) -> list[Entry]
         chosen.append(pick)
         rest.remove(pick)
     return chosen
+
+
+BAND = (0.15, 0.85)
+TOO_EASY, TOO_HARD = 0.9, 0.1
+
+
+def win_rate(e: Entry) -> float | None:
+    """The no-hint success rate of the entry's latest play (None if never played)."""
+    p = ((e.get("scores") or {}).get("nohint") or {}).get("success_rate")
+    return float(p) if isinstance(p, (int, float)) else None
+
+
+def _of_skill(entries: list[Entry], skill: str | None) -> list[Entry]:
+    same = [e for e in entries if skill and e.get("skill") == skill]
+    return same or list(entries)
+
+
+def select_published(entries: list[Entry], skill: str | None, n: int = 2, seed: int = 0) -> list[Entry]:
+    """n exemplars by the published policy (module docstring), best regret first."""
+    if n <= 0:
+        return []
+    pool = [e for e in _of_skill(entries, skill)
+            if (w := win_rate(e)) is not None and BAND[0] <= w <= BAND[1] and _regret(e) > float("-inf")]
+    top = sorted(pool, key=lambda e: (-_regret(e), e["id"]))[: max(3 * n, 10)]
+    rng = random.Random(int(stable_hash(seed, "published", n=16), 16))
+    picked = rng.sample(top, min(n, len(top)))
+    return sorted(picked, key=lambda e: (-_regret(e), e["id"]))
+
+
+def avoid_entry(entries: list[Entry], skill: str | None, seed: int = 0) -> tuple[Entry, str] | None:
+    """One entry of the skill that was too easy or too hard, with which, or None."""
+    bad = []
+    for e in sorted(_of_skill(entries, skill), key=lambda e: e["id"]):
+        w = win_rate(e)
+        if w is not None and w > TOO_EASY:
+            bad.append((e, "too easy"))
+        elif w is not None and w < TOO_HARD:
+            bad.append((e, "too hard"))
+    if not bad:
+        return None
+    return random.Random(int(stable_hash(seed, "avoid", n=16), 16)).choice(bad)
+
+
+def avoid_line(found: tuple[Entry, str] | None) -> str:
+    if found is None:
+        return ""
+    e, why = found
+    title = e.get("name") or e["id"]
+    summary = f" ({e['summary']})" if e.get("summary") else ""
+    return f"Avoid tasks like {title}{summary}: it was {why}, the agent won {win_rate(e):.0%} of its plays without a hint."
+
+
+def cut_code(code: str, chars: int) -> str:
+    """The first `chars` characters of the code, ending at a line end, marked as cut."""
+    if chars <= 0 or len(code) <= chars:
+        return code
+    head = code[:chars]
+    if "\n" in head:
+        head = head[: head.rfind("\n")]
+    return head.rstrip() + "\n# ... (cut)"
+
+
+def evict(entries: list[Entry], capacity: int) -> list[Entry]:
+    """The newest `capacity` entries (module docstring), in their file order; all when 0."""
+    if capacity <= 0 or len(entries) <= capacity:
+        return list(entries)
+    order = sorted(range(len(entries)), key=lambda i: (int(entries[i].get("round") or 0), i))
+    keep = set(order[-capacity:])
+    return [e for i, e in enumerate(entries) if i in keep]
 
 
 def listing(entries: list[Entry], limit: int = 50, width: int = 100) -> str:

@@ -77,6 +77,22 @@ class DesignSettings:
         contract designs are written in: spade (ours: gymnasium.Env, checked solution) or
         published (plain class, \\boxed{} commands, solution() text). Without --memory,
         published designs get no exemplars (the example library is of our contract).""")
+    # Skill curriculum and memory policy (skills.py, memory.py).
+    skill_set: str = option("games", "--skill-set", choices=("games", "tool-use", "none"), help="""Named
+        skill list the designs target (none: no target skill).""")
+    skills: str | None = option(None, "--skills", help="""Comma-separated skill names replacing
+        --skill-set's list.""")
+    skills_per_round: int = option(3, "--skills-per-round", min=0, help="""Skills active per round,
+        round-robin over the list (0: all).""")
+    difficulty: str = option("mixed", "--difficulty", choices=("easy", "medium", "hard", "mixed", "none"),
+                             help="Target difficulty (mixed: one per design, by hash).")
+    doc_per_design: bool = option(True, "--doc-per-design/--doc-per-group", help="""A fresh document
+        per design (each input document gives one design) or one document for a group of -G.""")
+    memory_policy: str = option("published", "--memory-policy", choices=("published", "diverse"),
+                                help="""Exemplars: published (same skill, win-rate band, cut code,
+        an avoid line) or diverse (top-regret + random + diverse, a listing).""")
+    exemplar_chars: int = option(2000, "--exemplar-chars", min=0, help="""published policy: cut each
+        exemplar's code to this many characters (0: whole).""")
 
 
 @dataclass
@@ -197,6 +213,8 @@ class RegretSettings:
         similarity of token shingles at which two environments are near-duplicates.""")
     min_regret: float | None = option(None, "--min-regret", help="""Accept into memory only
         environments with at least this regret.""")
+    memory_capacity: int = option(200, "--memory-capacity", min=0, help="""Most environments memory
+        keeps; the oldest go first (0: keep all).""")
 
 
 @dataclass
@@ -276,6 +294,15 @@ class TrainSettings:
                                          help="Address of the rank-0 machine.")
     main_process_port: int | None = option(None, "--main-process-port", min=1, help="""Port on
         the rank-0 machine (default: a free one; set it for multi-node).""")
+    # The designer's advantage (samples.py).
+    designer_baseline: str = option("skill-mean", "--designer-baseline", choices=("skill-mean", "group"),
+                                    help="""skill-mean: reward minus its skill's mean over the round, no
+        std division; group: z-score within the candidate group.""")
+    designer_scale: str = option("none", "--designer-scale", choices=("none", "balance"), help="""balance:
+        multiply designer advantages by min(cap, agent samples / designer samples x interval).""")
+    designer_scale_cap: float = option(50.0, "--designer-scale-cap", min=0.0, help="Cap of the balance scale.")
+    designer_interval: int = option(1, "--designer-interval", min=1, help="""Agent steps per designer
+        step (the regeneration interval) in the balance scale.""")
 
 
 @dataclass

@@ -49,8 +49,9 @@ class Run:
     """Design settings plus the run-time seed and round the command passes."""
 
     def __init__(self, seed: int = 5, round: int = 3, **kw):
+        # One document per group of G and the diverse memory policy unless a test says otherwise.
         base = dict(designs_per_doc=2, sampling=Sampling(max_tokens=12), doc_tokens=64,
-                    max_prompt_tokens=3000)
+                    max_prompt_tokens=3000, doc_per_design=False, memory_policy="diverse")
         self.settings, self.seed, self.round = DesignSettings(**{**base, **kw}), seed, round
 
 
@@ -65,7 +66,8 @@ def design_records(docs, eng, run: Run, memory=None, template=None):
 @pytest.mark.slow
 def test_cli_records_complete_consistent_and_deterministic(cli, tiny_model):
     args = ["design", "--model", tiny_model, "-G", "3", "--max-tokens", "10", "--doc-tokens", "48",
-            "--seed", "11", "--round", "2", "--max-prompt-tokens", "2500"]
+            "--seed", "11", "--round", "2", "--max-prompt-tokens", "2500", "--doc-per-group",
+            "--memory-policy", "diverse"]
     inp = jsonl([doc(0), doc(1)])
     r1, r2 = cli(*args, input=inp), cli(*args, input=inp)
     assert r1.returncode == 0, r1.stderr.decode()
@@ -191,3 +193,77 @@ def test_custom_template(eng, tmp_path):
     (tmp_path / "bad.md").write_text("no markers")
     with pytest.raises(UsageError, match="=== user ==="):
         Template.load(tmp_path / "bad.md")
+
+
+# --------------------------------------------------------------------------- skills, difficulty
+
+
+def test_round_robin_skills_over_four_rounds():
+    from spade_cli.skills import GAMES, active_skills
+
+    names = [[s.name for s in active_skills(list(GAMES), 3, r)] for r in (1, 2, 3, 4)]
+    first = ["Mathematical Reasoning", "Logical Deduction", "Spatial Reasoning"]
+    second = ["Pattern Recognition", "Optimization", "Causal Inference"]
+    assert names == [first, second, first, second]
+    # 4 per round wraps around the list; 0 keeps all.
+    assert [s.name for s in active_skills(list(GAMES), 4, 2)] == [*second[1:], *first[:2]]
+    assert len(active_skills(list(GAMES), 0, 7)) == 6
+
+
+def test_skill_lists_and_explicit_names():
+    from spade_cli.skills import SKILL_SETS, min_steps, resolve
+
+    assert [len(v) for v in SKILL_SETS.values()] == [6, 6]
+    assert all(s.description and s.examples for v in SKILL_SETS.values() for s in v)
+    two = resolve("games", "mathematical reasoning, Pattern Recognition")
+    assert [s.name for s in two] == ["Mathematical Reasoning", "Pattern Recognition"]
+    assert resolve("none", None) == []
+    assert (min_steps("easy"), min_steps("medium"), min_steps("hard")) == (2, 3, 3)
+
+
+def test_published_design_targets_skill_and_difficulty_one_doc_each(eng):
+    from spade_cli.skills import GAMES
+
+    run = settings(doc_per_design=True, memory_policy="published", round=2, designs_per_doc=4)
+    recs = list(design_records([doc(i) for i in range(6)], eng, run, []))
+    assert len(recs) == 6 and [r["doc"]["id"] for r in recs] == [f"doc-{i}" for i in range(6)]
+    active = {s.name for s in GAMES[3:]}
+    for r in recs:
+        assert r["skill"] in active and r["difficulty"] in ("easy", "medium", "hard")
+        user = r["design"]["messages"][-1]["content"]
+        assert f"Target skill. {r['skill']}:" in user
+        steps = 2 if r["difficulty"] == "easy" else 3
+        assert f"Difficulty: {r['difficulty']}. Solving the task must take at least {steps} interaction" in user
+        assert "already exist (do not repeat" not in user  # no listing under the published policy
+    # Designs of one skill share a group (their baseline); different skills do not.
+    by_skill = {}
+    for r in recs:
+        by_skill.setdefault(r["skill"], set()).add(r["group"])
+    assert all(len(g) == 1 for g in by_skill.values())
+    assert len({next(iter(g)) for g in by_skill.values()}) == len(by_skill)
+    # The same attempt in a shard of its own gets the same skill, difficulty and id.
+    alone = list(design_records([doc(4)], eng, run, []))
+    assert (alone[0]["id"], alone[0]["skill"], alone[0]["difficulty"]) == (recs[4]["id"], recs[4]["skill"], recs[4]["difficulty"])
+    hard = list(design_records([doc(0)], eng, settings(doc_per_design=True, difficulty="hard"), []))
+    assert hard[0]["difficulty"] == "hard"
+
+
+def test_published_exemplars_of_the_skill_cut_and_avoid_line(eng, library_memory):
+    big = next(e for e in library_memory if len(e["code"]) > 2500)
+    def played(e, skill, w, regret):
+        return dict(e, id=e["id"] + skill[:3] + str(w), skill=skill,
+                    scores={"regret": regret, "nohint": {"success_rate": w}})
+    run = settings(doc_per_design=True, memory_policy="published", round=1, skills="Logical Deduction",
+                   difficulty="medium", max_prompt_tokens=None, exemplars=2)
+    mem = [played(big, "Logical Deduction", 0.5, 0.4), played(big, "Logical Deduction", 0.3, 0.2),
+           played(big, "Logical Deduction", 0.95, 0.0), played(big, "Optimization", 0.5, 0.9)]
+    rec = next(iter(design_records([doc(0)], eng, run, mem)))
+    user = rec["design"]["messages"][-1]["content"]
+    assert rec["skill"] == "Logical Deduction" and user.count("### Example") == 2
+    assert user.count("# ... (cut)") == 2 and big["code"] not in user
+    assert "Avoid tasks like" in user and "too easy, the agent won 95%" in user
+    # Prompt length: each exemplar contributes at most 2,000 characters of code.
+    blocks = user.split("```python\n")[1:]
+    assert all(len(b.split("\n```")[0]) <= 2000 + len("\n# ... (cut)") for b in blocks)
+    whole = next(iter(design_records([doc(0)], eng, settings(**{**run.settings.__dict__, "exemplar_chars": 0}), mem)))
+    assert len(whole["design"]["prompt_ids"]) > len(rec["design"]["prompt_ids"]) + 300

@@ -385,3 +385,78 @@ def test_example_library_has_no_false_duplicates():
     worst = max(dedup.jaccard(a, b) for i, a in enumerate(sets) for b in sets[i + 1:])
     assert worst < 0.5  # far below the 0.8 threshold
     assert len(memory.entries_from_library(lib)) == len(lib)
+
+
+# --------------------------------------------------------------------------- published policy
+
+
+def test_capacity_evicts_the_oldest_first():
+    from spade_cli.memory import evict
+
+    es = [entry(f"e{i}", f"x = {i}", round_=r) for i, r in enumerate([0, 0, 1, 2, 1, 3])]
+    kept = evict(es, 3)
+    assert [e["name"] for e in kept] == ["e3", "e4", "e5"]  # rounds 2, 1, 3 stay, in file order
+    assert evict(es, 0) == es and evict(es, 10) == es
+    # Ties within a round: the later line (the newer addition) stays.
+    assert [e["name"] for e in evict(es, 5)] == ["e1", "e2", "e3", "e4", "e5"]
+
+
+def test_capacity_applies_when_regret_updates_memory(tmp_path, cli):
+    from spade_cli.memory import load_memory, save_memory
+
+    mem = tmp_path / "m.jsonl"
+    save_memory(str(mem), [entry(f"old{i}", f"y = {i}", round_=0) for i in range(3)])
+    r = cli("regret", "--memory", mem, "--memory-capacity", "2", input=b"")
+    assert r.returncode == 0, r.stderr.decode()
+    assert [e["name"] for e in load_memory(str(mem))] == ["old1", "old2"]
+
+
+def test_published_exemplars_band_skill_top_and_determinism():
+    from spade_cli.memory import select_published
+
+    es = [dict(entry(f"s{i}", f"z = {i}", regret=i / 100, p=0.5), skill="Optimization") for i in range(30)]
+    es += [dict(entry("easy", "q = 1", regret=5.0, p=0.95), skill="Optimization"),
+           dict(entry("hard", "q = 2", regret=5.0, p=0.05), skill="Optimization"),
+           dict(entry("other", "q = 3", regret=9.0, p=0.5), skill="Logical Deduction")]
+    picks = {tuple(e["name"] for e in select_published(es, "Optimization", 2, seed=s)) for s in range(40)}
+    names = {n for p in picks for n in p}
+    # Only the top max(3n, 10) = 10 by regret inside the band, of the skill.
+    assert names <= {f"s{i}" for i in range(20, 30)} and len(names) > 5
+    assert all(len(p) == 2 for p in picks)
+    assert select_published(es, "Optimization", 2, seed=3) == select_published(list(reversed(es)), "Optimization", 2, seed=3)
+    assert [e["name"] for e in select_published(es, "Logical Deduction", 2)] == ["other"]
+    # Band edges are inclusive; unplayed entries never qualify.
+    edge = [dict(entry("lo", "a = 1", p=0.15), skill="X"), dict(entry("hi", "a = 2", p=0.85), skill="X"),
+            dict(entry("out", "a = 3", p=0.86), skill="X"), dict(entry("new", "a = 4"), skill="X", scores={})]
+    assert {e["name"] for e in select_published(edge, "X", 4)} == {"lo", "hi"}
+
+
+def test_avoid_line_names_a_too_easy_or_too_hard_environment():
+    from spade_cli.memory import avoid_entry, avoid_line
+
+    es = [dict(entry("fine", "a = 1", p=0.5), skill="X"), dict(entry("easy", "a = 2", p=0.95), skill="X"),
+          dict(entry("hard", "a = 3", p=0.0), skill="X"), dict(entry("edge", "a = 4", p=0.9), skill="X")]
+    seen = {avoid_entry(es, "X", seed=s)[0]["name"] for s in range(30)}
+    assert seen == {"easy", "hard"}
+    e, why = avoid_entry(es, "X", seed=1)
+    line = avoid_line((e, why))
+    assert e["name"] in line and why in line and ("95%" in line or "0%" in line)
+    assert avoid_entry(es[:1], "X") is None and avoid_line(None) == ""
+    assert avoid_entry(es, "X", seed=7) == avoid_entry(list(reversed(es)), "X", seed=7)
+
+
+def test_cut_code_ends_at_a_line_and_is_marked():
+    from spade_cli.memory import cut_code
+
+    code = "\n".join(f"line_{i} = {i}" for i in range(500))
+    cut = cut_code(code, 2000)
+    assert len(cut) <= 2000 + len("\n# ... (cut)") and cut.endswith("# ... (cut)")
+    assert code.startswith(cut[: -len("\n# ... (cut)")]) and cut_code("short", 2000) == "short"
+
+
+def test_memory_entry_keeps_skill_and_difficulty():
+    from spade_cli.memory import entry_from_candidate, win_rate
+
+    cand = {"id": "cand-1", "skill": "Optimization", "difficulty": "hard", "env": {"code": "x = 1", "name": "n"}}
+    e = entry_from_candidate(cand, {"regret": 0.3, "nohint": {"success_rate": 0.25}}, 2)
+    assert (e["skill"], e["difficulty"], win_rate(e)) == ("Optimization", "hard", 0.25)

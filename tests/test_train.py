@@ -545,3 +545,71 @@ def test_bf16_training_on_gpu(tiny_model, tok, tmp_path):
     assert info["steps"] == 2
     cfg = json.loads((tmp_path / "g" / "spade_train.json").read_text())
     assert cfg["result"]["format"] == "full"
+
+
+# --------------------------------------------------------------------------- designer advantage
+
+
+def _skilled(cid, skill, prompt, completion, reward):
+    rec = designer(cid, "g-" + cid, prompt, completion, reward)  # one document per design
+    rec["skill"] = skill
+    return rec
+
+
+def test_designer_advantage_skill_mean_and_group_baselines(tmp_path):
+    recs = [_skilled("a", "Optimization", [1], [2], 0.9), _skilled("b", "Optimization", [1], [3], 0.3),
+            _skilled("c", "Optimization", [1], [4], 0.0), _skilled("d", "Causal Inference", [1], [5], 0.5),
+            _skilled("e", "Causal Inference", [1], [6], 0.5)]  # flat skill: no signal
+    f = write(tmp_path / "d.jsonl", recs)
+    groups, stats = read_groups([str(f)], role="designer")
+    assert [[s.source for s in g] for g in groups] == [["a", "b", "c"]]
+    assert [s.advantage for s in groups[0]] == pytest.approx([0.5, -0.1, -0.4])  # centred, not divided
+    assert stats.skipped["flat_reward_group"] == 1
+    # The group baseline pools by candidate group: one design per document gives singletons.
+    with pytest.raises(DataError, match="nothing to train on"):
+        read_groups([str(f)], role="designer", designer_baseline="group")
+    # Balance scale: 6 agent samples / 5 designer samples x interval 4 = 4.8.
+    eps = [episode([7], [([8 + k], 1)], float(k % 2)) for k in range(6)]
+    f2 = write(tmp_path / "b.jsonl", [*recs, agent("x", eps)])
+    groups, _ = read_groups([str(f2)], designer_scale="balance", designer_interval=4)
+    des = next(g for g in groups if g[0].role == "designer")
+    assert [s.advantage for s in des] == pytest.approx([0.5 * 4.8, -0.1 * 4.8, -0.4 * 4.8])
+    assert all(s.advantage is None for g in groups if g[0].role == "agent" for s in g)
+    # A skill's designs are cut into groups no larger than the agent's for batching.
+    groups, _ = read_groups([str(f2)], group_size=2)
+    assert sorted(len(g) for g in groups if g[0].role == "designer") == [1, 2]
+
+
+def test_designer_advantages_reach_trl_loss(tiny_model, tok, tmp_path):
+    """What TRL's loss receives: the skill-centred designer advantages (no std division),
+    TRL's own z-score for the agent's plays of one game."""
+    from spade_cli.train.config import TrainJob
+    from spade_cli.train.grpo import build_trainer
+
+    p = _enc(tok, "Design a game.")
+    rewards = {"a": 0.9, "b": 0.2, "c": 0.1, "d": 0.8}
+    skill = {"a": "Optimization", "b": "Optimization", "c": "Logic", "d": "Logic"}
+    recs = [_skilled(c, skill[c], p, _enc(tok, f" design {c}"), r) for c, r in rewards.items()]
+    eps = [episode(_enc(tok, "Play."), [(_enc(tok, f" move {k}"), 1)], r) for k, r in enumerate([1.0, 0.0])]
+    f = write(tmp_path / "r.jsonl", [*recs, agent("x", eps)])
+    cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="both",
+                   per_device_batch_size=6, scale_rewards="group")
+    groups, _ = read_groups(cfg.inputs, role="both")
+    trainer, plan, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
+    assert plan["group_size"] == 2 and plan["groups_per_step"] == 3
+    seen = []
+    real = trainer._compute_loss
+
+    def spy(model, inputs):
+        n = inputs["completion_mask"].sum(1).tolist()
+        seen.extend(zip(inputs["completion_ids"].tolist(), n, inputs["advantages"].tolist(), strict=True))
+        return real(model, inputs)
+
+    trainer._compute_loss = spy
+    trainer.train()
+    by_text = {tok.decode(ids[:n]).strip(): a for ids, n, a in seen}
+    expect = {"design a": 0.35, "design b": -0.35, "design c": -0.35, "design d": 0.35,
+              "move 0": 0.5 / (0.5 ** 0.5 + 1e-4), "move 1": -0.5 / (0.5 ** 0.5 + 1e-4)}
+    assert set(by_text) == set(expect)
+    for text, a in expect.items():
+        assert by_text[text] == pytest.approx(a, abs=1e-3), text

@@ -127,9 +127,9 @@ def regret(
     # a rerun recomputes the same scores and adds the same entries (ids are code hashes).
     if memory_path and not dry_run:
         seen = {e["id"] for e in entries}
-        new = memory.update_memory(memory_path, lambda old: merge_into_memory(
+        new = memory.update_memory(memory_path, lambda old: memory.evict(merge_into_memory(
             old, scorer.accepted, scorer.replayed, seen,
-            settings.dedup_threshold if settings.dedup else None))
+            settings.dedup_threshold if settings.dedup else None), settings.memory_capacity))
         log.info("memory %s: %d environments (%+d)", memory_path, len(new), len(new) - len(entries))
     if state and cfg.lp_state is not None and not dry_run:
         atomic_write_bytes(state, orjson.dumps(cfg.lp_state, option=orjson.OPT_SORT_KEYS) + b"\n")

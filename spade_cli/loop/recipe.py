@@ -149,8 +149,12 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
             if r == 1:
                 out.append(Stage("demo-corpus", "sample-docs", [], ["--build-demo-corpus", str(demo)],
                                  outputs=[demo]))
+        # A fresh document per design: as many documents as the round has designs.
+        per_design = cfg.design.doc_per_design and not cfg.design.no_doc
+        corpus_cfg = dataclasses.replace(cfg.corpus, docs_per_round=cfg.corpus.docs_per_round
+                                         * (cfg.design.designs_per_doc if per_design else 1))
         out.append(Stage("sample-docs", "sample-docs", list(corpus),
-                         [*st.to_argv(cfg.corpus), "--seed", seed, *extra("corpus", [])],
+                         [*st.to_argv(corpus_cfg), "--seed", seed, *extra("corpus", [])],
                          docs, [docs]))
         memory_args = ["--memory", str(mem)] if mem is not None and not cfg.design.no_memory else []
         out.append(Stage("design", "design", [str(docs)],

@@ -67,7 +67,22 @@ def score_metrics(scored: list[dict]) -> dict[str, Any]:
         "return_nohint": _mean(returns["nohint"]),
         "return_hint": _mean(returns["hint"]),
         "episodes": len(succ["nohint"]) + len(succ["hint"]),
+        "skills": skill_metrics(designed),
     }
+
+
+def skill_metrics(designed: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per target skill: designs, valid rate, no-hint win rate (success over its plays)
+    and mean regret of the round's designs; designs without a skill are left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for skill in sorted({c["skill"] for c in designed if c.get("skill")}):
+        mine = [c for c in designed if c.get("skill") == skill]
+        valid = [c for c in mine if (c.get("validation") or {}).get("valid")]
+        wins = [1.0 if ep.get("success") else 0.0 for c in mine for ep in (c.get("rollouts") or {}).get("nohint") or []]
+        regrets = [c["score"]["regret"] for c in mine if (c.get("score") or {}).get("regret") is not None]
+        out[skill] = {"designs": len(mine), "valid_rate": round(len(valid) / len(mine), 4),
+                      "win_rate": _mean(wins), "regret_mean": _mean(regrets)}
+    return out
 
 
 def train_metrics(path: Path) -> dict[str, Any]:
@@ -118,8 +133,9 @@ def load_metrics(cfg: LoopConfig) -> list[dict[str, Any]]:
 
 
 def plot_run(cfg: LoopConfig) -> list[Path]:
-    """Five PNGs under RUN/plots/, redrawn after every round across all rounds so far:
-    validity.png, regret.png, reward.png, success.png, training.png."""
+    """PNGs under RUN/plots/, redrawn after every round across all rounds so far:
+    validity.png, regret.png, reward.png, success.png, training.png, and skills.png (valid
+    rate, win rate and regret per target skill) once designs carry skills."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -209,6 +225,20 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         ax.text(0.5, 0.5, "no optimizer steps yet\n(no group had a reward spread)",
                 ha="center", va="center", transform=ax.transAxes, color="grey")
     save(fig, "training.png")
+
+    skills = sorted({k for r in rows for k in r.get("skills") or {}})
+    if skills:
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+        for ax, key, label in zip(axes, ("valid_rate", "win_rate", "regret_mean"),
+                                  ("valid rate", "no-hint win rate", "mean regret"), strict=True):
+            ax.set(title=f"{label} per skill", xlabel="round", ylabel=label)
+            for skill in skills:
+                pts = [(r["round"], (r.get("skills") or {}).get(skill, {}).get(key)) for r in rows]
+                pts = [(x, y) for x, y in pts if y is not None]
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), marker="o", label=skill)
+        axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+        save(fig, "skills.png")
     return paths
 
 

@@ -41,12 +41,15 @@ class StoredRollouts:
         self.group_size = group_size
         self.served = 0  # rows handed to the trainer by this process, padding included
         self.padded = 0
+        self.last_advantages: list[float] = []
+        """Stored advantages of the rows of the latest call (NaN: TRL computes it)."""
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         rank = trainer.accelerator.process_index
         n = len(prompts)
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "reward": []}
         has_logprobs = False
+        advantages = []
         for i, prompt in enumerate(prompts):
             pos = rank * n + i
             member = pos % self.group_size
@@ -57,10 +60,12 @@ class StoredRollouts:
             if member < len(group):
                 s = group[member]
                 mask, reward = s.env_mask, s.reward
+                advantages.append(math.nan if s.advantage is None else s.advantage)
             else:
                 s = group[0]
                 mask, reward = [0] * len(s.completion_ids), None
                 self.padded += 1
+                advantages.append(0.0 if s.advantage is not None else math.nan)
             out["prompt_ids"].append(list(s.prompt_ids))
             out["completion_ids"].append(list(s.completion_ids))
             out["env_mask"].append(list(mask))
@@ -71,6 +76,7 @@ class StoredRollouts:
         if not has_logprobs:
             out["logprobs"] = None  # nothing stored: TRL then skips everything that uses them
         self.served += n
+        self.last_advantages = advantages
         return out
 
 

@@ -45,7 +45,9 @@ def model_kind(path: str) -> str:
 
 def load_groups(cfg: TrainJob) -> tuple[list[list[Sample]], BuildStats]:
     groups, stats = read_groups(cfg.inputs, cfg.role, cfg.include_hinted,
-                                cfg.max_prompt_length, cfg.max_completion_length)
+                                cfg.max_prompt_length, cfg.max_completion_length,
+                                cfg.designer_baseline, cfg.designer_scale, cfg.designer_scale_cap,
+                                cfg.designer_interval, cfg.group_size)
     groups = mix_groups(groups, cfg.designer_fraction, cfg.seed)
     stats.groups = {"designer": 0, "agent": 0}
     stats.samples = 0
@@ -155,10 +157,31 @@ def _make_trainer_class():
 
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
+            self._use_stored_advantages(output)
             if not self._spade_checked and "sampling_per_token_logps" in output:
                 self._spade_checked = True
                 self._check_sampling_logprobs(output)
             return output
+
+        def _use_stored_advantages(self, output):
+            """Designer rows carry their own advantage (samples.py): it replaces TRL's group
+            z-score in what reaches the loss and in the logged advantages."""
+            import torch
+
+            stored = getattr(self, "_spade_rollouts", None)
+            stored = stored.last_advantages if stored is not None else []
+            adv = output["advantages"]
+            if len(stored) != adv.shape[0]:
+                return
+            mine = torch.tensor(stored, dtype=adv.dtype, device=adv.device)
+            if torch.isnan(mine).all():
+                return
+            output["advantages"] = torch.where(torch.isnan(mine), adv, mine)
+            everyone = self.accelerator.gather(output["advantages"]).tolist()
+            logged = self._logs["advantages"]
+            for _ in range(min(len(everyone), len(logged))):
+                logged.pop()
+            logged.extend(everyone)
 
         def _check_sampling_logprobs(self, output):
             """Once, on the first batch: do the stored logprobs match this model? If not, the

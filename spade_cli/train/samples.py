@@ -5,10 +5,19 @@ ids, an `env_mask` over the completion (1 = the model wrote this token, 0 = the
 environment did) and, when the engine gave them, the sampling logprobs. A *group* is
 the set of samples that share a prompt, so GRPO's baseline (the group mean) is fair:
 
-- designer: the G designs of one prompt (`candidate.group`), reward `score.reward`
-  (spade-regret's reward for a valid environment; an invalid or duplicate design has
-  `score.sample` false and no reward under `spade-regret --invalid drop`, and gives no
-  sample, or carries the penalty under `--invalid penalty`);
+- designer: reward `score.reward` (the designer reward of a valid environment; an
+  invalid or duplicate design has `score.sample` false and no reward under
+  `spade-regret --invalid drop`, and gives no sample, or carries the penalty under
+  `--invalid penalty`). Its advantage is computed here, not by TRL, from a *pool* of
+  designs: with the `skill-mean` baseline (as published) the designs of one
+  skill in the input (a candidate without a skill pools by its group), advantage =
+  reward - the pool's mean, no division by a std (a small pool's std blows rewards up);
+  with `group`, the designs of one `candidate.group`, advantage = (reward - mean) /
+  (sample std + 1e-4), TRL's z-score. The `balance` scale then multiplies designer
+  advantages by min(cap, agent samples / designer samples x interval) so the few designs
+  weigh in against the many agent plays. Skill pools are cut into groups of at most the
+  agent's group size (or --group-size) for batching; the trainer puts these advantages in
+  place of TRL's;
 - agent: the K no-hint episodes of one environment (the candidate), reward = the
   episode `return`. Hinted episodes are a measuring stick and are used only with
   `include_hinted` (as their own groups: their prompt differs by the hint).
@@ -57,6 +66,9 @@ class Sample:
     env_mask: list[int]
     logprobs: list[float | None] | None
     reward: float
+    skill: str | None = None
+    advantage: float | None = None
+    """Set for designer samples (see the module docstring); None: TRL's group z-score."""
 
 
 @dataclass
@@ -138,6 +150,7 @@ def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Samp
         env_mask=mask,
         logprobs=_logprobs(design.get("logprobs"), len(completion), mask, "design.logprobs", reader),
         reward=_reward(score["reward"], "score.reward", reader),
+        skill=rec.get("skill") or None,
     )
 
 
@@ -208,6 +221,11 @@ def read_groups(
     include_hinted: bool = False,
     max_prompt_length: int | None = None,
     max_completion_length: int | None = None,
+    designer_baseline: str = "skill-mean",
+    designer_scale: str = "none",
+    designer_scale_cap: float = 50.0,
+    designer_interval: int = 1,
+    group_size: int | None = None,
 ) -> tuple[list[list[Sample]], BuildStats]:
     """Read candidate records into groups of samples, in first-seen order."""
     if role not in ROLES:
@@ -229,11 +247,27 @@ def read_groups(
             if not any(s.env_mask):
                 stats.skipped["no_model_tokens"] += 1
                 continue
+            if s.role == "designer" and designer_baseline == "skill-mean" and s.skill:
+                s.group = f"designer:skill:{s.skill}"
             groups.setdefault(s.group, []).append(s)
     if stats.candidates == 0:
         raise DataError("no candidate records in the input")
     kept = []
+    agent_sizes = [len(m) for m in groups.values() if m[0].role == "agent" and len(m) > 1]
+    chunk = group_size or (max(agent_sizes) if agent_sizes else None)
+    agent_n = sum(len(m) for m in groups.values() if m[0].role == "agent")
+    designer_n = sum(len(m) for m in groups.values() if m[0].role == "designer")
+    scale = designer_scale_of(designer_scale, agent_n, designer_n, designer_scale_cap, designer_interval)
     for members in groups.values():
+        if members[0].role == "designer" and len(members) > 1:
+            if not set_designer_advantages(members, designer_baseline, scale):
+                stats.skipped["flat_reward_group"] += 1
+                continue
+            # A skill's pool can hold the whole round's designs: cut it to the agent's group
+            # size for batching. A prompt's group stays whole, as it is TRL's group too.
+            n = (chunk if members[0].group.startswith("designer:skill:") else None) or len(members)
+            kept.extend(members[i:i + n] for i in range(0, len(members), n))
+            continue
         if len(members) < 2:
             stats.skipped["singleton_group"] += 1
             continue
@@ -251,6 +285,31 @@ def read_groups(
             f"samples and a reward spread (skipped: {dict(stats.skipped) or 'none'}; role {role})", stats
         )
     return kept, stats
+
+
+def designer_scale_of(mode: str, agent_samples: int, designer_samples: int, cap: float,
+                      interval: int) -> float:
+    """The balance scale min(cap, agent / designer samples x interval); 1 without it or
+    without agent samples to balance against."""
+    if mode != "balance" or not agent_samples or not designer_samples:
+        return 1.0
+    return min(cap, agent_samples / designer_samples * interval)
+
+
+def set_designer_advantages(pool: list[Sample], baseline: str, scale: float = 1.0) -> bool:
+    """Write each designer sample's advantage (module docstring); False when all are 0."""
+    rewards = [s.reward for s in pool]
+    mean = sum(rewards) / len(rewards)
+    if baseline == "group":
+        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1))
+        advs = [(r - mean) / (std + 1e-4) for r in rewards]
+    elif baseline == "skill-mean":
+        advs = [r - mean for r in rewards]
+    else:
+        raise UsageError(f"--designer-baseline must be skill-mean or group, got {baseline!r}")
+    for s, a in zip(pool, advs, strict=True):
+        s.advantage = a * scale
+    return max(abs(a) for a in advs) > 1e-9
 
 
 def mix_groups(groups: list[list[Sample]], designer_fraction: float | None, seed: int) -> list[list[Sample]]:
