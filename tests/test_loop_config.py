@@ -47,10 +47,10 @@ def test_bad_fields_name_the_field(tmp_path, toml, message):
 
 def test_cli_config_error_exit_2(tmp_path):
     path = tmp_path / "run.toml"
-    path.write_text("[train]\nlr = 1\n")
+    path.write_text("[train]\nlearning_rat = 1\n")
     r = run_cli("loop", str(path))
     assert r.returncode == 2
-    assert r.stderr.decode().strip() == f"spade-loop: error: {path}: unknown field 'train.lr'"
+    assert r.stderr.decode().strip() == f"spade-loop: error: {path}: unknown field 'train.learning_rat'"
     assert r.stdout == b""
 
 
