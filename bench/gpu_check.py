@@ -85,7 +85,7 @@ def shapes(quick: bool) -> dict:
                                num_key_value_heads=2, head_dim=16, vocab_size=4096, max_position_embeddings=4096),
                     batches=[1, 4, 8], prompt_len=16, new_tokens=8, group=2, groups=2,
                     train_prompt=16, train_completion=8, design_tokens=16, agent_tokens=8,
-                    design_prompt=["--doc-tokens", "64", "--max-prompt-tokens", "1024"])
+                    design_prompt=["--doc-tokens", "64", "--max-prompt-tokens", "2560"])
     # Qwen3-0.6B's body (28 layers, width 1024, 16 query / 8 KV heads of 128, MLP 3072) with
     # the vocabulary a BPE reaches on the local text (~20k of the 32k asked): ~0.46B
     # parameters. Qwen's 152k vocabulary makes Qwen3-0.6B do ~30% more work per token.

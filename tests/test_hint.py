@@ -24,7 +24,7 @@ from .test_rollout import CFG, GUESS, cand
     ("Ｐｌｕｍ is it", ["plum"], True),   # NFKC: full-width letters
     ("Think of purple fruit; answer with one lowercase word.", ["plum"], False),
     ("a is a letter", ["a"], False),          # too short to judge
-    ("plumber", ["plum"], False),             # a word, not a substring of one
+    ("plumber", ["plum"], True),              # inside a longer word still gives it away
 ])
 def test_hint_leak(hint, solution, leaks):
     assert (hint_leak(hint, solution) is not None) == leaks
