@@ -20,7 +20,6 @@ from spade_cli.recordio import read_records
 
 from .conftest import ROOT, run_cli
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 SLURM = ROOT / "examples" / "slurm"
 SUBMIT = SLURM / "submit-round.sh"
 RECORDS = ["candidates", "validated", "rollouts", "scored", "memory"]
@@ -150,9 +149,11 @@ def job_ids(stdout: str) -> dict[str, str]:
 def squeue(cluster: dict, ids) -> list[str]:
     r = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T"], env=cluster,
                        capture_output=True, text=True)
-    return r.stdout.split("\n") if r.stdout.strip() else []
+    return r.stdout.splitlines()
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
 def test_one_shard_gives_the_loops_records(cluster, shared, reference):
     t = time.perf_counter()
     r = submit(cluster, write_config(shared, "slurm1"), 1)
@@ -168,6 +169,8 @@ def test_one_shard_gives_the_loops_records(cluster, shared, reference):
     assert (shared["runs"] / "slurm1" / "metrics.jsonl").exists()
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
 def test_two_shards_play_the_same_candidates(cluster, shared, reference):
     r = submit(cluster, write_config(shared, "slurm2"), 1, 2)
     assert r.returncode == 0, r.stderr
@@ -179,6 +182,8 @@ def test_two_shards_play_the_same_candidates(cluster, shared, reference):
     assert list((ours).glob("rollouts.shard-*-of-2.jsonl.zst"))
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
 def test_a_failing_stage_stops_the_chain(cluster, shared, tmp_path):
     r = submit(cluster, write_config(shared, "broken", model=str(tmp_path / "no-such-model")), 1)
     ids = job_ids(r.stdout)
@@ -192,6 +197,8 @@ def test_a_failing_stage_stops_the_chain(cluster, shared, tmp_path):
     assert not (round_dir(shared, "broken") / "candidates.jsonl.zst").exists()
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
 def test_cancelled_rollout_resumes_from_rollout(cluster, shared, reference):
     config = write_config(shared, "cancel")
     r = submit(cluster, config, 1, wait=False)
@@ -217,6 +224,8 @@ def test_cancelled_rollout_resumes_from_rollout(cluster, shared, reference):
     assert records(rdir, "memory") == records(reference, "memory")
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
 def test_driver_rejects_bad_arguments(cluster, shared):
     config = write_config(shared, "args")
     r = submit(cluster, "--from", "nonesuch", config, 1)
@@ -225,6 +234,8 @@ def test_driver_rejects_bad_arguments(cluster, shared):
     assert r.returncode == 2 and "ROUND must be a positive integer" in r.stderr
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
 def test_a_rejected_submission_cancels_what_was_submitted(cluster, shared):
     env = {**cluster, "SPADE_SBATCH_ROLLOUT": "--partition=nonesuch"}
     r = subprocess.run([str(SUBMIT), str(write_config(shared, "rejected")), "1"], env=env,
@@ -235,6 +246,25 @@ def test_a_rejected_submission_cancels_what_was_submitted(cluster, shared):
     assert "cancelled the jobs already submitted" in r.stderr
     before = r.stderr.split("submitted before it: ")[1].splitlines()[0].split()
     assert squeue(cluster, [x.split("=")[1] for x in before]) == []
+
+
+def test_list_stages_tells_the_driver_nodes_and_dir(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text(f'name = "x"\nruns_dir = "{tmp_path}"\n[train]\nnum_machines = 2\n')
+    r = run_cli("loop", config, "--list-stages", "--round", "2")
+    assert r.returncode == 0, r.stderr.decode()
+    stages = {s["name"]: s for s in map(orjson.loads, r.stdout.splitlines())}
+    assert stages["train"]["nodes"] == 2 and stages["rollout"]["nodes"] == 1
+    assert {s["dir"] for s in stages.values()} == {str(tmp_path / "x" / "round-002")}
+
+
+def test_machine_rank_goes_with_a_multi_node_train(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text(f'name = "x"\nruns_dir = "{tmp_path}"\n')
+    r = run_cli("loop", config, "--stage", "train", "--round", "2", "--machine-rank", "1")
+    assert r.returncode == 2 and b"train.num_machines > 1" in r.stderr
+    r = run_cli("loop", config, "--machine-rank", "1")
+    assert r.returncode == 2 and b"go with --stage train" in r.stderr
 
 
 @pytest.mark.parametrize("script", ["stage.sbatch", "submit-round.sh", "local-cluster.sh"])
