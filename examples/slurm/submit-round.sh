@@ -62,7 +62,7 @@ stages=$(spade-loop "$SPADE_CONFIG" --list-stages --round "$round" -q)
 rdir=$(jq -r '.dir' <<<"$stages" | head -1)
 logs=${SPADE_SLURM_LOGS:-$rdir/slurm-logs}
 mkdir -p "$logs"
-if [ -n "$from" ] && ! jq -e --arg s "$from" 'select(.name == $s)' <<<"$stages" >/dev/null; then
+if [ -n "$from" ] && ! jq -r .name <<<"$stages" | grep -qxF -- "$from"; then
   echo "submit-round: round $round has no stage '$from'; it has $(jq -r .name <<<"$stages" | paste -sd' ')" >&2
   exit 2
 fi
