@@ -200,27 +200,43 @@ def test_a_failing_stage_stops_the_chain(cluster, shared, tmp_path):
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_cancelled_rollout_resumes_from_rollout(cluster, shared, reference):
+    """scancel of a running rollout array task: Slurm cancels the rest of the chain, no
+    file appears under a final name, and --from rollout completes the round."""
     config = write_config(shared, "cancel")
-    r = submit(cluster, config, 1, wait=False)
+    r = submit(cluster, config, 1, 2, wait=False)
     assert r.returncode == 0, r.stderr
     ids = job_ids(r.stdout)
     deadline = time.monotonic() + 600
-    while squeue(cluster, [ids["rollout"]]) != [f"{ids['rollout']} RUNNING"]:
-        assert time.monotonic() < deadline, "the rollout job never ran"
+
+    def running() -> set[str]:
+        return {line.split()[0] for line in squeue(cluster, [ids["rollout"]]) if line.endswith(" RUNNING")}
+
+    # A task still running 2 s after it started: one with environments to play.
+    while not (busy := running()):
+        assert time.monotonic() < deadline, "the rollout tasks never ran"
         time.sleep(0.3)
-    time.sleep(2)  # well into the stage
-    subprocess.run(["scancel", ids["rollout"]], env=cluster, check=True)
+    time.sleep(2)
+    busy &= running()
+    assert busy, "every rollout task ended within 2 s; the test needs a longer rollout"
+    task = sorted(busy)[0]
+    subprocess.run(["scancel", task], env=cluster, check=True)
     while squeue(cluster, ids.values()):
         assert time.monotonic() < deadline, squeue(cluster, ids.values())
         time.sleep(0.3)
     rdir = round_dir(shared, "cancel")
     assert (rdir / "validated.jsonl.zst").exists()
-    assert not (rdir / "rollouts.jsonl.zst").exists() and not (rdir / "scored.jsonl.zst").exists()
+    shard = task.split("_")[1]
+    state = subprocess.run(["scontrol", "show", "job", "-o", task], env=cluster,
+                           capture_output=True, text=True).stdout
+    assert "JobState=CANCELLED" in state, state
+    for name in (f"rollouts.shard-{shard}-of-2.jsonl.zst", "rollouts.jsonl.zst", "scored.jsonl.zst"):
+        assert not (rdir / name).exists(), name
 
-    r = submit(cluster, "--from", "rollout", config, 1)
+    r = submit(cluster, "--from", "rollout", config, 1, 2)
     assert r.returncode == 0, r.stderr
-    assert list(job_ids(r.stdout)) == ["rollout", "regret", "train"]
-    assert [x["score"] for x in records(rdir, "scored")] == [x["score"] for x in records(reference, "scored")]
+    assert list(job_ids(r.stdout)) == ["rollout", "rollout-merge", "regret", "train"]
+    assert [(x["id"], x["score"]) for x in records(rdir, "scored")] == \
+        [(x["id"], x["score"]) for x in records(reference, "scored")]
     assert records(rdir, "memory") == records(reference, "memory")
 
 

@@ -92,8 +92,8 @@ cancel_submitted() {
 sub() {  # sub NAME JOBNAME [sbatch args...]: submit stage.sbatch, remember its job id
   local name=$1 job=$2 out id status=0; shift 2
   local -a extra
-  # shellcheck disable=SC2207  # word splitting of the user's sbatch arguments is wanted
-  extra=($(resources "$name" "${nodes:-1}"))
+  # The user's sbatch arguments split on blanks, never globbed.
+  read -ra extra <<<"$(resources "$name" "${nodes:-1}" | tr '\n' ' ')"
   out=$(sbatch --parsable --kill-on-invalid-dep=yes --job-name "spade-r$round-$job" \
     ${prev:+--dependency=afterok:$prev} "$@" "${extra[@]}" "$here/stage.sbatch" 2>&1) || status=$?
   id=${out%%;*}
@@ -124,14 +124,29 @@ echo "round $round: ${names[*]}"
 echo "submit-round: logs in $logs; watch with: squeue -j $(IFS=,; echo "${ids[*]}")" >&2
 [ "$wait" = 1 ] || exit 0
 
-# --wait: poll scontrol until no job of the chain is pending or running.
-job_lines() { scontrol show job -o "$1" 2>/dev/null || true; }
+# --wait: poll until no job of the chain is pending or running. A job's final state is
+# kept when first seen: slurmctld forgets finished jobs after MinJobAge (300 s by default);
+# sacct answers for a job already forgotten where accounting is on.
+job_lines() {
+  local out
+  out=$(scontrol show job -o "$1" 2>/dev/null) || out=""
+  if [ -z "$out" ] && command -v sacct >/dev/null; then
+    out=$(sacct -n -X -P -j "$1" -o JobID,State,ExitCode 2>/dev/null \
+      | awk -F'|' '{split($1, a, "_"); print "JobId=" $1 " ArrayTaskId=" a[2] " JobState=" $2 " Reason=None ExitCode=" $3}')
+  fi
+  printf '%s\n' "$out"
+}
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+declare -A final=()
 while :; do
   active=0
   for id in "${ids[@]}"; do
-    if job_lines "$id" | grep -qE 'JobState=(PENDING|RUNNING|CONFIGURING|COMPLETING|SUSPENDED|REQUEUED|RESIZING)'; then
-      active=1; break
+    [ -n "${final[$id]:-}" ] && continue
+    lines=$(job_lines "$id")
+    if grep -qE 'JobState=(PENDING|RUNNING|CONFIGURING|COMPLETING|SUSPENDED|REQUEUED|RESIZING|REQUEUE_HOLD)' <<<"$lines"; then
+      active=1
+    else
+      final[$id]=${lines:-JobId=$id JobState=UNKNOWN ExitCode=1:0}
     fi
   done
   [ $active = 0 ] && break
@@ -152,7 +167,7 @@ for i in "${!ids[@]}"; do
     else
       cancelled+=("$name")
     fi
-  done < <(job_lines "${ids[$i]}")
+  done <<<"${final[${ids[$i]}]}"
 done
 if [ -z "$failed" ] && [ ${#cancelled[@]} -eq 0 ]; then
   echo "submit-round: round $round done" >&2
