@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,6 +88,7 @@ def main() -> None:
               f"{times['slurm'] / times['spade-loop']:7.2f}x")
     finally:
         subprocess.run([cluster, "stop"], env=env)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
