@@ -152,20 +152,23 @@ while :; do
   [ $active = 0 ] && break
   sleep "${SPADE_WAIT_POLL:-2}"
 done
-code=0 failed="" cancelled=()
+code=0 failed="" log="" also=() cancelled=()
 for i in "${!ids[@]}"; do
   name=${names[$i]%=*}
   while IFS= read -r line; do
     [ -n "$line" ] || continue
     state=$(field JobState "$line")
     [ "$state" = COMPLETED ] && continue
-    if [ -z "$failed" ] && [ "$(field Reason "$line")" != DependencyNeverSatisfied ]; then
-      task=$(field ArrayTaskId "$line")
+    task=$(field ArrayTaskId "$line")
+    if [ "$(field Reason "$line")" = DependencyNeverSatisfied ]; then
+      cancelled+=("$name")
+    elif [ -z "$failed" ]; then
       exit_code=$(field ExitCode "$line"); exit_code=${exit_code%%:*}
       code=$(( exit_code > 0 ? exit_code : 1 ))
-      failed="stage $name${task:+ task $task} ended $state (exit $exit_code); log: $(field StdOut "$line")"
+      log=$(field StdOut "$line")
+      failed="stage $name${task:+ task $task} ended $state (exit $exit_code); log: $log"
     else
-      cancelled+=("$name")
+      also+=("$name${task:+ task $task} ($state)")
     fi
   done <<<"${final[${ids[$i]}]}"
 done
@@ -174,6 +177,8 @@ if [ -z "$failed" ] && [ ${#cancelled[@]} -eq 0 ]; then
   exit 0
 fi
 echo "submit-round: round $round: ${failed:-a stage did not complete}" >&2
+if [ -n "$log" ] && [ -f "$log" ]; then tail -n 3 "$log" | sed 's/^/  | /' >&2; fi
+if [ ${#also[@]} -gt 0 ]; then echo "submit-round: also ended early: ${also[*]}" >&2; fi
 if [ ${#cancelled[@]} -gt 0 ]; then
   echo "submit-round: not run: $(printf '%s\n' "${cancelled[@]}" | uniq | paste -sd' ')" >&2
 fi
