@@ -12,7 +12,7 @@ from ..cli import Quiet, Verbose, entry, log, make_app
 from ..errors import UsageError
 from ..loop import Loop, load_config
 from ..loop.config import describe_fields
-from ..loop.recipe import as_script, round_stages
+from ..loop.recipe import as_script, round_dir, round_stages
 from ..loop.report import load_metrics, table
 from ..loop.runner import run_stage
 
@@ -38,11 +38,13 @@ def loop(
     show_config: Annotated[bool, typer.Option("--show-config", help="Print every config field with its default and meaning, then exit.")] = False,
     print_commands: Annotated[bool, typer.Option("--print-commands", help="Print round --round as the bash script of its stage commands (what the loop runs), then exit.")] = False,
     pipe: Annotated[bool, typer.Option("--pipe", help="With --print-commands: join the map stages with pipes.")] = False,
-    list_stages: Annotated[bool, typer.Option("--list-stages", help="Print round --round's stages as JSON lines (name, shardable, outputs; for job schedulers), then exit.")] = False,
+    list_stages: Annotated[bool, typer.Option("--list-stages", help="Print round --round's stages as JSON lines (name, command, shardable, nodes, outputs, dir; for job schedulers), then exit.")] = False,
     round_: Annotated[int, typer.Option("--round", min=1, help="The round --print-commands, --list-stages and --stage refer to.")] = 1,
     stage: Annotated[str | None, typer.Option("--stage", help="Run only this stage of round --round (a Slurm job); with --shard, one shard of a map stage.")] = None,
     shard: Annotated[str | None, typer.Option("--shard", help="With --stage: run shard i/n of a map stage, written beside its output.")] = None,
     merge: Annotated[int | None, typer.Option("--merge", min=1, help="With --stage: merge the outputs of its N shards into the stage's output.")] = None,
+    machine_rank: Annotated[int | None, typer.Option("--machine-rank", min=0, help="With --stage train on several nodes: this node's rank (Slurm: $SLURM_NODEID); only rank 0 records the checkpoint.")] = None,
+    main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help="With --stage train on several nodes: the rank-0 node's address.")] = None,
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
@@ -59,11 +61,14 @@ def loop(
         for s in round_stages(cfg, round_):
             sys.stdout.buffer.write(orjson.dumps({
                 "name": s.name, "command": "spade-" + s.cmd, "shardable": s.shardable,
-                "outputs": [str(p) for p in s.outputs]}) + b"\n")
+                "nodes": cfg.train.num_machines if s.name == "train" else 1,
+                "outputs": [str(p) for p in s.outputs], "dir": str(round_dir(cfg, round_))}) + b"\n")
         return
     if stage is not None:
-        run_stage(cfg, round_, stage, shard, merge)
+        run_stage(cfg, round_, stage, shard, merge, machine_rank, main_process_ip)
         return
+    if machine_rank is not None or main_process_ip is not None:
+        raise UsageError("--machine-rank and --main-process-ip go with --stage train")
     if shard is not None or merge is not None:
         raise UsageError("--shard and --merge go with --stage")
 

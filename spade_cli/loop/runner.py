@@ -12,6 +12,7 @@ an uninterrupted one.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -68,8 +69,10 @@ class Round:
         info = self.manifest["stages"].get(stage.name)
         return bool(info and info.get("status") == "done" and all(p.exists() for p in stage.outputs))
 
-    def run(self, stage: Stage, shard: str | None = None) -> float:
-        if shard is None and self.done(stage):
+    def run(self, stage: Stage, shard: str | None = None, worker: bool = False) -> float:
+        """Run a stage (or one shard of it); a `worker` (a train node of rank > 0) writes
+        no output of its own, so nothing is checked or recorded."""
+        if shard is None and not worker and self.done(stage):
             log.debug("round %d: %s already done", self.r, stage.name)
             return 0.0
         if stage.copy is not None:
@@ -89,6 +92,8 @@ class Round:
             # The loop exits with the stage's own code (3 bad data, 4 missing resource...).
             err.exit_code = proc.returncode if proc.returncode > 0 else 1
             raise err
+        if worker:
+            return seconds
         outputs = [Path(output)] if output else stage.outputs
         missing = [str(p) for p in outputs if not p.exists()]
         if missing:
@@ -200,9 +205,18 @@ class Loop:
 
 
 def run_stage(cfg: LoopConfig, r: int, name: str, shard: str | None = None,
-              merge: int | None = None) -> None:
+              merge: int | None = None, machine_rank: int | None = None,
+              main_process_ip: str | None = None) -> None:
     """One stage of round r on its own (a Slurm job): the whole stage, one shard of a map
-    stage, or the merge of its shards. Its inputs are the earlier stages' outputs."""
+    stage, or the merge of its shards. Its inputs are the earlier stages' outputs. A
+    multi-node train runs this on every node with its rank; rank 0 records the stage."""
+    if machine_rank is not None or main_process_ip is not None:
+        if name != "train" or cfg.train.num_machines < 2:
+            raise UsageError("--machine-rank and --main-process-ip go with --stage train "
+                             "and train.num_machines > 1")
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(
+            cfg.train, machine_rank=machine_rank or 0,
+            main_process_ip=main_process_ip or cfg.train.main_process_ip))
     rnd = Round(cfg, r)
     stages = {s.name: s for s in rnd.stages()}
     if name not in stages:
@@ -216,6 +230,9 @@ def run_stage(cfg: LoopConfig, r: int, name: str, shard: str | None = None,
         Loop(cfg).check_config()
     if merge:
         rnd.merge(stage, merge)
+    elif machine_rank:
+        rnd.run(stage, worker=True)
+        return
     else:
         parse_shard(shard)
         rnd.run(stage, shard=shard)

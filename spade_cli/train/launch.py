@@ -11,7 +11,7 @@ Flags that matter (accelerate 1.15):
   gives real gloo data parallelism; `--cpu --num_processes N` silently starts ONE process.
 - GPU: `--num_processes N` (plus `--multi_gpu`, or a DeepSpeed/FSDP `--config_file`).
 - Several machines: the same command on each, with `--num_machines`, `--machine_rank`,
-  `--main_process_ip` and `--main_process_port` (see examples/slurm/train.sbatch).
+  `--main_process_ip` and `--main_process_port` (examples/slurm/stage.sbatch does this under Slurm).
 """
 
 from __future__ import annotations
