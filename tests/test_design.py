@@ -159,8 +159,8 @@ def test_prompt_budget_respected_for_very_long_document(eng, library_memory):
     # Exemplars (3-4k tokens each here) cannot fit in 1500 tokens: they were dropped.
     assert rec["design"]["exemplars"] == []
     # A tighter budget shortens the document itself.
-    tight = next(iter(design_records([huge], eng, settings(doc_tokens=300, max_prompt_tokens=1250), [])))
-    assert len(tight["design"]["prompt_ids"]) <= 1250 and len(tight["doc"]["text"]) < len(shown)
+    tight = next(iter(design_records([huge], eng, settings(doc_tokens=300, max_prompt_tokens=1500), [])))
+    assert len(tight["design"]["prompt_ids"]) <= 1500 and len(tight["doc"]["text"]) < len(shown)
     with pytest.raises(UsageError, match="max-prompt-tokens"):
         list(design_records([huge], eng, settings(max_prompt_tokens=100), []))
 
