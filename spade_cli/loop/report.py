@@ -94,6 +94,38 @@ def train_metrics(path: Path) -> dict[str, Any]:
             "train_losses": losses}
 
 
+def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[str, Any]]:
+    """One row per agent step of the round: its no-hint plays (win rate = mean return, as
+    the designer's reward reads it, and success rate), its optimizer steps and loss, and
+    its stages' seconds; then the designer's step."""
+    from .recipe import round_stages
+
+    seconds = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
+    names = {stage.name for stage in round_stages(cfg, rnd.r)}
+    rows = []
+    for s in range(1, cfg.loop.agent_steps + 1):
+        plays = scored if s == 1 else _records(rnd.path(f"rollouts-s{s}.jsonl.zst"))
+        eps = [ep for c in plays for ep in (c.get("rollouts") or {}).get("nohint") or []]
+        name = f"train-s{s}" if f"train-s{s}" in names else "train"
+        metrics = rnd.path("train-metrics.jsonl" if name == "train" else f"train-metrics-s{s}.jsonl")
+        tm = train_metrics(metrics)
+        rows.append({"step": s, "role": "agent", "episodes": len(eps),
+                     "win_rate": _mean([float(ep.get("return", 0.0)) for ep in eps]),
+                     "success_nohint": _mean([1.0 if ep.get("success") else 0.0 for ep in eps]),
+                     "train_steps": tm.get("train_steps"), "train_loss_last": tm.get("train_loss_last"),
+                     "seconds": round(sum(seconds.get(k, 0.0) for k in (f"rollout-s{s}", name)), 3)})
+    if "regret-window" in names:
+        tm = train_metrics(rnd.path("train-metrics.jsonl"))
+        rows.append({"step": cfg.loop.agent_steps, "role": "designer",
+                     "train_steps": tm.get("train_steps"), "train_loss_last": tm.get("train_loss_last"),
+                     "seconds": round(seconds.get("regret-window", 0.0) + seconds.get("train", 0.0), 3)})
+    return rows
+
+
+def _records(path: Path) -> list[dict]:
+    return list(RecordReader([str(path)])) if path.exists() else []
+
+
 def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
     scored = list(RecordReader([str(rnd.path("scored.jsonl.zst"))]))
     stages = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
@@ -110,6 +142,14 @@ def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
         "stage_seconds": stages,
         "dir": str(rnd.dir),
     }
+    if cfg.loop.agent_steps > 1:
+        summary["steps"] = step_metrics(cfg, rnd, scored)
+        window = rnd.path("scored-window.jsonl.zst")
+        if window.exists():
+            # What the designer trained on: its rewards with the window's win rate.
+            rescored = score_metrics(list(RecordReader([str(window)])))
+            summary.update({k: rescored[k] for k in ("designer_reward_mean", "designer_samples",
+                                                      *(f"{c}_mean" for c in COMPONENTS))})
     _write_metrics(cfg, summary)
     plot_run(cfg)
     return summary
