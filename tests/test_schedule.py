@@ -120,8 +120,9 @@ def test_regret_window_option_reads_the_later_plays_by_candidate_id(tmp_path):
 
 def schedule_config(tiny_model, corpus_path: str, tmp_path, steps: int, rounds: int):  # noqa: F811
     path = tmp_path / f"steps-{steps}.toml"
-    path.write_text(f"rounds = {rounds}\n[loop]\nagent_steps = {steps}\n"
-                    + config_text(str(tiny_model), corpus_path).replace("[design]\n", "[design]\nattempts = 1\n"))
+    path.write_text(f"rounds = {rounds}\n"
+                    + config_text(str(tiny_model), corpus_path).replace("[design]\n", "[design]\nattempts = 1\n")
+                    + f"[loop]\nagent_steps = {steps}\n")
     return path
 
 

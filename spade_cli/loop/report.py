@@ -113,11 +113,13 @@ def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[s
                      "win_rate": _mean([float(ep.get("return", 0.0)) for ep in eps]),
                      "success_nohint": _mean([1.0 if ep.get("success") else 0.0 for ep in eps]),
                      "train_steps": tm.get("train_steps"), "train_loss_last": tm.get("train_loss_last"),
+                     "train_losses": tm.get("train_losses", []),
                      "seconds": round(sum(seconds.get(k, 0.0) for k in (f"rollout-s{s}", name)), 3)})
     if "regret-window" in names:
         tm = train_metrics(rnd.path("train-metrics.jsonl"))
         rows.append({"step": cfg.loop.agent_steps, "role": "designer",
                      "train_steps": tm.get("train_steps"), "train_loss_last": tm.get("train_loss_last"),
+                     "train_losses": tm.get("train_losses", []),
                      "seconds": round(seconds.get("regret-window", 0.0) + seconds.get("train", 0.0), 3)})
     return rows
 
@@ -255,7 +257,9 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
     fig, ax = new("training loss", "loss", xlabel="optimizer step (all rounds)")
     step = 0
     for r in rows:
-        losses = r.get("train_losses") or []
+        # A round of several agent steps: every step's optimizer steps, in order.
+        losses = ([x for s in r["steps"] for x in s.get("train_losses") or []] if r.get("steps")
+                  else r.get("train_losses") or [])
         if losses:
             ax.plot(range(step, step + len(losses)), losses, marker=".", label=f"round {r['round']}")
         step += len(losses)
