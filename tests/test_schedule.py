@@ -145,7 +145,9 @@ def test_two_rounds_of_two_agent_steps_run_and_show_both_steps(two_step_run):
         steps = m["steps"]
         assert [(s["step"], s["role"]) for s in steps] == [(1, "agent"), (2, "agent"), (2, "designer")]
         assert all(s["episodes"] > 0 and s["win_rate"] is not None for s in steps[:2])
-        assert all("train_loss_last" in s and s["train_steps"] is not None for s in steps)
+        # The tiny model earns no reward spread: each step records an unchanged checkpoint.
+        assert all(isinstance(s["train_steps"], int) and s["checkpoint_format"] and "train_loss_last" in s
+                   for s in steps)
     d1 = run / "round-001"
     stages = orjson.loads((d1 / "manifest.json").read_bytes())["stages"]
     assert list(stages)[-5:] == WINDOW

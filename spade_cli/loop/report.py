@@ -107,21 +107,28 @@ def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[s
         plays = scored if s == 1 else _records(rnd.path(f"rollouts-s{s}.jsonl.zst"))
         eps = [ep for c in plays for ep in (c.get("rollouts") or {}).get("nohint") or []]
         name = f"train-s{s}" if f"train-s{s}" in names else "train"
-        metrics = rnd.path("train-metrics.jsonl" if name == "train" else f"train-metrics-s{s}.jsonl")
-        tm = train_metrics(metrics)
+        tm = _step_train(rnd, "" if name == "train" else f"-s{s}")
         rows.append({"step": s, "role": "agent", "episodes": len(eps),
                      "win_rate": _mean([float(ep.get("return", 0.0)) for ep in eps]),
                      "success_nohint": _mean([1.0 if ep.get("success") else 0.0 for ep in eps]),
-                     "train_steps": tm.get("train_steps"), "train_loss_last": tm.get("train_loss_last"),
-                     "train_losses": tm.get("train_losses", []),
+                     **tm,
                      "seconds": round(sum(seconds.get(k, 0.0) for k in (f"rollout-s{s}", name)), 3)})
     if "regret-window" in names:
-        tm = train_metrics(rnd.path("train-metrics.jsonl"))
+        tm = _step_train(rnd, "")
         rows.append({"step": cfg.loop.agent_steps, "role": "designer",
-                     "train_steps": tm.get("train_steps"), "train_loss_last": tm.get("train_loss_last"),
-                     "train_losses": tm.get("train_losses", []),
+                     **tm,
                      "seconds": round(seconds.get("regret-window", 0.0) + seconds.get("train", 0.0), 3)})
     return rows
+
+
+def _step_train(rnd: Round, tag: str) -> dict[str, Any]:
+    """A train stage's optimizer steps and losses (its metrics file) and its checkpoint's
+    format (`unchanged` when no group had a reward spread)."""
+    tm = train_metrics(rnd.path(f"train-metrics{tag}.jsonl"))
+    rec = rnd.path(f"checkpoint{tag}.jsonl")
+    ckpt = orjson.loads(rec.read_bytes().splitlines()[0]) if rec.exists() else {}
+    return {"train_steps": tm.get("train_steps", ckpt.get("steps")), "train_loss_last": tm.get("train_loss_last"),
+            "train_losses": tm.get("train_losses", []), "checkpoint_format": ckpt.get("format")}
 
 
 def _records(path: Path) -> list[dict]:
