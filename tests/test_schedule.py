@@ -187,3 +187,21 @@ def test_run_killed_between_two_steps_resumes_to_the_same_records(two_step_run, 
     for rnd in ("round-001", "round-002"):
         for name in ("scored.jsonl.zst", "rollouts-s2.jsonl.zst", "scored-window.jsonl.zst", "memory.jsonl.zst"):
             assert records(run_b / rnd / name, run_b) == records(run_a / rnd / name, run_a), (rnd, name)
+
+
+def test_fixed_pool_steps_train_only_the_agent():
+    cfg = cfg_of(loop={"agent_steps": 2}, baseline={"mode": "fixed-pool"})
+    assert names(cfg, 2)[-3:] == ["train-s1", "rollout-s2", "train"]
+
+
+def test_a_run_from_before_agent_steps_resumes_with_the_default(tmp_path):
+    from spade_cli.loop.config import to_dict
+    from spade_cli.loop.runner import Loop
+
+    cfg = cfg_of(runs_dir=str(tmp_path))
+    old = {k: v for k, v in to_dict(cfg).items() if k != "loop"}
+    (cfg.run_dir).mkdir(parents=True)
+    (cfg.run_dir / "config.json").write_bytes(orjson.dumps(old))
+    Loop(cfg).check_config()  # the same run: one agent step a round
+    with pytest.raises(UsageError, match="different config"):
+        Loop(cfg_of(runs_dir=str(tmp_path), loop={"agent_steps": 2})).check_config()
