@@ -133,6 +133,7 @@ def two_step_run(tiny_model, corpus, tmp_path_factory):  # noqa: F811
     runs = tmp / "runs-a"
     r = subprocess.run(loop_cmd(config, runs), capture_output=True, timeout=1800)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
+    assert b"step 2 agent" in r.stderr and b"step 2 designer" in r.stderr
     return config, runs / "t"
 
 

@@ -293,6 +293,17 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
     return paths
 
 
+def step_line(step: dict[str, Any]) -> str:
+    """One agent or designer step of a round, for stderr."""
+    def f(v: Any, fmt: str) -> str:
+        return "-" if v is None else fmt.format(v)
+
+    plays = (f"{step['episodes']} no-hint plays, win rate {f(step.get('win_rate'), '{:.3f}')}, "
+             if step["role"] == "agent" else "")
+    return (f"{plays}{f(step.get('train_steps'), '{}')} optimizer steps, loss "
+            f"{f(step.get('train_loss_last'), '{:.4f}')}, {step.get('seconds', 0):.1f} s")
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """A short fixed-width table of the run so far, for stderr."""
     cols = [("round", "round", "{}"), ("designs", "designs", "{}"), ("valid", "valid_rate", "{:.2f}"),
