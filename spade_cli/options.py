@@ -175,6 +175,9 @@ class RolloutSettings:
         replies become actions: plain (the reply is the action), boxed (the agent answers
         \\boxed{<action>} and the whole reply goes to step) or auto (boxed, or the
         <tool_call> protocol, for published environments; plain for ours).""")
+    conditions: str = option("both", "--conditions", choices=("both", "nohint"), help="""Conditions
+        played: both (no hint and hint) or nohint only (the re-plays of a round's later
+        agent steps, which train the agent and need no regret).""")
     replay: int = option(2, cli=False, help="""Environments replayed from memory into each
         round's agent episodes (spade-memory replay -n).""")
 

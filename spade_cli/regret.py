@@ -358,6 +358,33 @@ class Scorer:
         self.accepted.append(memory.entry_from_candidate(cand, sc, round_))
 
 
+def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig) -> dict:
+    """A step-1 score after a window of `steps` agent steps on the same environment: the
+    win rate (and so the plateau, and the rewards built on it: blend, solve-rate,
+    learnability) over all the window's no-hint plays, the first step's and the re-plays';
+    the regret stays as measured at the first step, where hinted and no-hint plays were
+    matched in time. A score without a measured reward (invalid, duplicate, no episodes)
+    and the regret-only rewards stay as they are; learning-potential keeps the EMA step of
+    the first measurement."""
+    comp = sc.get("components")
+    if (not sc.get("valid") or sc.get("reason") == "duplicate" or sc.get("reward") is None
+            or not isinstance(comp, dict) or comp.get("regret") is None):
+        return sc
+    stats = condition_stats(nohint)
+    if stats["n"] == 0:
+        return sc
+    w = _round(stats["mean_return"])
+    shape = cfg.shape
+    comp = {**comp, "win_rate_first": comp.get("win_rate"), "win_rate": w,
+            "plateau": _round(plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp))}
+    out = {**sc, "components": comp, "window": {"steps": steps, "nohint": stats}}
+    if cfg.estimator in ("blend", "solve-rate", "regret"):
+        out["reward"] = shaped_reward(cfg.estimator, comp, shape)
+    elif cfg.estimator == "learnability":
+        out["reward"] = _round(clip(learnability(stats), cfg.clip))
+    return out
+
+
 def merge_into_memory(old: list[dict], accepted: Iterable[dict],
                       replayed: Iterable[tuple[str, dict, int]],
                       seen_ids: set[str] | None = None, threshold: float | None = None) -> list[dict]:

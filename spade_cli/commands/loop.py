@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..loop import Loop, load_config
 from ..loop.config import describe_fields
 from ..loop.recipe import as_script, round_dir, round_stages
-from ..loop.report import load_metrics, table
+from ..loop.report import load_metrics, step_line, table
 from ..loop.runner import run_stage
 
 app = make_app(
@@ -76,6 +76,8 @@ def loop(
         sys.stdout.buffer.write(orjson.dumps({k: v for k, v in summary.items() if k not in ("regrets", "train_losses")}) + b"\n")
         sys.stdout.flush()
         log.info("round %d done:\n%s", rnd.r, table(load_metrics(cfg)))
+        for step in summary.get("steps") or []:
+            log.info("  step %d %-8s %s", step["step"], step["role"], step_line(step))
 
     Loop(cfg).run(on_round)
     log.info("results: %s (metrics.jsonl, plots/*.png, round-NNN/)", cfg.run_dir)

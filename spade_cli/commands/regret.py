@@ -31,6 +31,7 @@ from ..regret import (
     merge_into_memory,
     summarize,
     summary_lines,
+    window_score,
 )
 
 app = make_app(
@@ -95,6 +96,11 @@ def regret(
     state_from: Annotated[
         str | None, typer.Option("--state-from", help="Read the EMAs from this file instead of --state "
                                  "(the previous round's), so a rerun starts from the same state.")] = None,
+    window: Annotated[
+        list[str] | None, typer.Option("--window", help="Rescore spade-regret's output after more agent "
+                                       "steps: a rollouts file of the same environments' later no-hint "
+                                       "plays (repeatable). The win rate (and the rewards built on it) "
+                                       "then covers all no-hint plays; the regret stays from the input.")] = None,
     shard: Shard = None,
     limit: Limit = None,
     zstd: Zstd = False,
@@ -116,6 +122,11 @@ def regret(
         if settings.gamma_fast == settings.gamma_slow:
             raise UsageError("--gamma-fast and --gamma-slow must differ")
         cfg.lp_state = read_state(state_from or state)
+    if window:
+        if memory_path or state or state_from:
+            raise UsageError("--window rescores scored candidates: it takes no --memory, --state or --state-from")
+        _rescore_window(inputs, window, output, zstd, shard, limit, cfg, settings.estimator)
+        return
     entries = memory.load_memory(memory_path)
     scorer = Scorer(cfg, entries)
     reader = RecordReader(inputs or ["-"], kind="candidate", required=("id",))
@@ -137,6 +148,42 @@ def regret(
     if summary_json:
         atomic_write_bytes(summary_json, orjson.dumps(summary, option=orjson.OPT_INDENT_2) + b"\n")
     for line in summary_lines(summary, settings.estimator):
+        log.info("%s", line)
+
+
+def window_plays(paths: list[str]) -> dict[str, list[dict]]:
+    """The no-hint episodes of each candidate id over the window's rollouts files (only
+    what the win rate needs: return and success)."""
+    plays: dict[str, list[dict]] = {}
+    reader = RecordReader(paths, kind="candidate", required=("id",))
+    for rec in reader:
+        ro = rec.get("rollouts")
+        if not isinstance(ro, dict):
+            continue
+        episodes = ro.get("nohint") or []
+        if not isinstance(episodes, list) or not all(isinstance(e, dict) for e in episodes):
+            raise reader.error("rollouts.nohint must be a list of episodes")
+        plays.setdefault(str(rec["id"]), []).extend(
+            {"return": e.get("return"), "success": e.get("success")} for e in episodes)
+    return plays
+
+
+def _rescore_window(inputs, window: list[str], output: str, zstd: bool, shard, limit,
+                    cfg: ScoreConfig, estimator: str) -> None:
+    plays = window_plays(window)
+    scores = []
+    reader = RecordReader(inputs or ["-"], kind="candidate", required=("id",))
+    with open_output(output, zstd) as out:
+        for cand in select(reader, shard, limit):
+            sc = cand.get("score")
+            if not isinstance(sc, dict):
+                raise reader.error("candidate has no score: --window rescores spade-regret's output")
+            ro = cand.get("rollouts")
+            first = (ro.get("nohint") or []) if isinstance(ro, dict) else []
+            sc = window_score(sc, [*first, *plays.get(str(cand["id"]), [])], 1 + len(window), cfg)
+            scores.append(sc)
+            out.write({**cand, "score": sc})
+    for line in summary_lines(summarize(scores), estimator):
         log.info("%s", line)
 
 

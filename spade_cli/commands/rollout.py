@@ -112,8 +112,10 @@ def rollout(
     stats = RolloutStats()
     bar = progress_bar("rollout", unit="ep")
 
+    conditions = ("nohint",) if settings.conditions == "nohint" else ("nohint", "hint")
+
     def tick(_ep) -> None:
-        bar.total = 2 * settings.episodes * stats.envs
+        bar.total = len(conditions) * settings.episodes * stats.envs
         bar.update(1)
 
     with open_output(output, zstd) as out:
@@ -124,7 +126,7 @@ def rollout(
             workers=settings.workers, prompt=the_prompt, stats=stats, on_episode=tick,
             verify=settings.verify, episode_return=settings.episode_return,
             hint_source=settings.hint_source, contract=settings.contract,
-            action_format=settings.action_format))
+            action_format=settings.action_format, conditions=conditions))
     bar.close()
     log.info("%s", stats.line())
 

@@ -46,7 +46,20 @@ class BaselineSettings:
     pool_size: int = option(8, cli=False, min=1, help="Environments drawn from the pool each round.")
 
 
+@dataclass
+class LoopSettings:
+    TABLE: ClassVar[str] = "loop"
+
+    agent_steps: int = option(1, cli=False, min=1, help="""Agent GRPO steps per round, on the same
+        environments (published: 4 for games, 8 for tool use). Step 1 plays with and without
+        hints (the regret) and trains the agent; each further step re-plays the environments
+        without hints on the previous step's checkpoint and trains the agent again; then the
+        designer trains once, its win rate over all the round's no-hint plays. 1: one update
+        on both roles' samples.""")
+
+
 STAGE_TABLES: dict[str, type] = {
+    "loop": LoopSettings,
     "model": EngineOptions, "corpus": SampleDocsSettings, "design": DesignSettings,
     "validate": ValidateSettings, "hint": HintSettings, "rollout": RolloutSettings, "regret": RegretSettings,
     "train": TrainSettings, "baseline": BaselineSettings, "eval": EvalSettings,
@@ -64,6 +77,7 @@ class LoopConfig:
     """Rounds to run; rerunning with more rounds extends a finished run."""
     seed: int = 0
     """Master seed; round r's stages get seed * 1000 + r."""
+    loop: LoopSettings = field(default_factory=LoopSettings)
     model: EngineOptions = field(default_factory=EngineOptions)
     corpus: SampleDocsSettings = field(default_factory=SampleDocsSettings)
     design: DesignSettings = field(default_factory=DesignSettings)
@@ -111,6 +125,9 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
     cfg = LoopConfig(**kwargs, extra_args=extra)
     if cfg.rounds < 1:
         raise UsageError(f"{source}: 'rounds' must be at least 1, got {cfg.rounds}")
+    if cfg.loop.agent_steps > 1 and not (cfg.train.enabled and cfg.train.role in ("agent", "both")):
+        raise UsageError(f"{source}: 'loop.agent_steps' above 1 needs [train] enabled with role "
+                         f"agent or both (the steps are agent updates)")
     return cfg
 
 
@@ -132,7 +149,7 @@ def describe_fields() -> list[tuple[str, str, str]]:
     rows = [(name, repr(getattr(cfg, name)), docs.get(name, "")) for name in TOP]
     for table in STAGE_TABLES:
         rows += list(st.rows(getattr(cfg, table), f"{table}."))
-        if table != "baseline":
+        if table not in ("baseline", "loop"):
             rows.append((f"{table}.extra_args", "[]", "Raw extra flags passed to this stage's command."))
     return rows
 

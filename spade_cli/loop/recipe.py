@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import settings as st
+from ..options import TrainSettings
 from .config import LoopConfig
 
 
@@ -83,7 +84,13 @@ def model_of(cfg: LoopConfig, r: int) -> str:
     the unchanged model when that round had nothing to learn from)."""
     if r == 1 or not cfg.train.enabled:
         return base_model(cfg)
-    rec = round_dir(cfg, r - 1) / "checkpoint.jsonl"
+    return checkpoint_model(round_dir(cfg, r - 1) / "checkpoint.jsonl")
+
+
+def checkpoint_model(rec: Path) -> str:
+    """The model a train stage's checkpoint record names; before that stage has run, the
+    shell substitution that reads it (printed scripts), which the loop resolves itself
+    once the record exists (it rebuilds the stages before each one runs)."""
     if rec.exists():
         import orjson
 
@@ -216,11 +223,14 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
         train = cfg.train
         if cfg.baseline.mode != "spade":
             train = dataclasses.replace(train, role="agent")
-        out.append(Stage("train", "train", [str(scored)],
-                         ["--model", model, "--output-dir", str(ckpt), *st.to_argv(train),
-                          "--seed", seed, "--metrics", str(d / "train-metrics.jsonl"),
-                          *extra("train", [])],
-                         ckpt_rec, [ckpt_rec]))
+        if cfg.loop.agent_steps == 1:
+            out.append(Stage("train", "train", [str(scored)],
+                             ["--model", model, "--output-dir", str(ckpt), *st.to_argv(train),
+                              "--seed", seed, "--metrics", str(d / "train-metrics.jsonl"),
+                              *extra("train", [])],
+                             ckpt_rec, [ckpt_rec]))
+        else:
+            out += agent_steps(cfg, r, train, model, seed, rollout_in, rollout_order, replay_args, sandbox)
 
     if cfg.eval.suites:
         evals = d / "eval.jsonl.zst"
@@ -230,6 +240,65 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                          [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", eval_model,
                           *st.to_argv(cfg.eval), "--seed", str(cfg.seed), *extra("eval", [])],
                          evals, [evals]))
+    return out
+
+
+def step_seed(seed: str, s: int) -> str:
+    """Agent step s's seed: fresh environment seeds and samples for each re-play."""
+    return seed if s == 1 else str(int(seed) + 1_000_000 * (s - 1))
+
+
+def agent_steps(cfg: LoopConfig, r: int, train: TrainSettings, model: str, seed: str, rollout_in: list[str],
+                rollout_order: list[str], replay_args: list[str], sandbox: list[str]) -> list[Stage]:
+    """The training of a round of `loop.agent_steps` steps on the same environments.
+
+    Step 1 trains the agent on the round's scored plays (`train-s1`). Step s > 1 re-plays
+    the environments without hints on step s-1's checkpoint (`rollout-sS`) and trains
+    the agent on those plays (`train-sS`). Then the designer: its rewards recomputed with
+    the win rate over all the window's no-hint plays, the regret kept from step 1
+    (`regret-window`), and one designer step from the last agent checkpoint (`train`,
+    the round's checkpoint). Without designer training the last agent step is the round's
+    `train`. Each step's files are its own, so a killed loop resumes at the step."""
+    d = round_dir(cfg, r)
+    extra = cfg.extra_args.get
+    n = cfg.loop.agent_steps
+    designer = cfg.baseline.mode == "spade" and train.role == "both"
+    agent = dataclasses.replace(train, role="agent")
+    replays = dataclasses.replace(cfg.rollout, conditions="nohint")
+    engine = [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model"]
+    out: list[Stage] = []
+    window: list[str] = []
+    step_model = model
+    for s in range(1, n + 1):
+        train_in = str(d / "scored.jsonl.zst")
+        if s > 1:
+            plays = d / f"rollouts-s{s}.jsonl.zst"
+            out.append(Stage(f"rollout-s{s}", "rollout", rollout_in,
+                             [*replay_args, *engine, step_model, *st.to_argv(replays), *sandbox,
+                              "--seed", step_seed(seed, s), *extra("rollout", [])],
+                             plays, [plays], shardable=True, order_inputs=rollout_order, keep=True))
+            train_in = str(plays)
+            window.append(str(plays))
+        last = s == n and not designer
+        tag = "" if last else f"-s{s}"
+        rec = d / f"checkpoint{tag}.jsonl"
+        out.append(Stage("train" if last else f"train-s{s}", "train", [train_in],
+                         ["--model", step_model, "--output-dir", str(d / f"checkpoint{tag}"),
+                          *st.to_argv(agent), "--seed", step_seed(seed, s),
+                          "--metrics", str(d / f"train-metrics{tag}.jsonl"), *extra("train", [])],
+                         rec, [rec]))
+        step_model = checkpoint_model(rec)
+    if designer:
+        rescored, ckpt_rec = d / "scored-window.jsonl.zst", d / "checkpoint.jsonl"
+        out.append(Stage("regret-window", "regret", [str(d / "scored.jsonl.zst")],
+                         [*st.to_argv(cfg.regret), "--round", str(r),
+                          *[a for w in window for a in ("--window", w)], *extra("regret", [])],
+                         rescored, [rescored], keep=True))
+        out.append(Stage("train", "train", [str(rescored)],
+                         ["--model", step_model, "--output-dir", str(d / "checkpoint"),
+                          *st.to_argv(dataclasses.replace(train, role="designer")), "--seed", seed,
+                          "--metrics", str(d / "train-metrics.jsonl"), *extra("train", [])],
+                         ckpt_rec, [ckpt_rec]))
     return out
 
 

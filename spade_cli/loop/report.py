@@ -94,6 +94,47 @@ def train_metrics(path: Path) -> dict[str, Any]:
             "train_losses": losses}
 
 
+def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[str, Any]]:
+    """One row per agent step of the round: its no-hint plays (win rate = mean return, as
+    the designer's reward reads it, and success rate), its optimizer steps and loss, and
+    its stages' seconds; then the designer's step."""
+    from .recipe import round_stages
+
+    seconds = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
+    names = {stage.name for stage in round_stages(cfg, rnd.r)}
+    rows = []
+    for s in range(1, cfg.loop.agent_steps + 1):
+        plays = scored if s == 1 else _records(rnd.path(f"rollouts-s{s}.jsonl.zst"))
+        eps = [ep for c in plays for ep in (c.get("rollouts") or {}).get("nohint") or []]
+        name = f"train-s{s}" if f"train-s{s}" in names else "train"
+        tm = _step_train(rnd, "" if name == "train" else f"-s{s}")
+        rows.append({"step": s, "role": "agent", "episodes": len(eps),
+                     "win_rate": _mean([float(ep.get("return", 0.0)) for ep in eps]),
+                     "success_nohint": _mean([1.0 if ep.get("success") else 0.0 for ep in eps]),
+                     **tm,
+                     "seconds": round(sum(seconds.get(k, 0.0) for k in (f"rollout-s{s}", name)), 3)})
+    if "regret-window" in names:
+        tm = _step_train(rnd, "")
+        rows.append({"step": cfg.loop.agent_steps, "role": "designer",
+                     **tm,
+                     "seconds": round(seconds.get("regret-window", 0.0) + seconds.get("train", 0.0), 3)})
+    return rows
+
+
+def _step_train(rnd: Round, tag: str) -> dict[str, Any]:
+    """A train stage's optimizer steps and losses (its metrics file) and its checkpoint's
+    format (`unchanged` when no group had a reward spread)."""
+    tm = train_metrics(rnd.path(f"train-metrics{tag}.jsonl"))
+    rec = rnd.path(f"checkpoint{tag}.jsonl")
+    ckpt = orjson.loads(rec.read_bytes().splitlines()[0]) if rec.exists() else {}
+    return {"train_steps": tm.get("train_steps", ckpt.get("steps")), "train_loss_last": tm.get("train_loss_last"),
+            "train_losses": tm.get("train_losses", []), "checkpoint_format": ckpt.get("format")}
+
+
+def _records(path: Path) -> list[dict]:
+    return list(RecordReader([str(path)])) if path.exists() else []
+
+
 def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
     scored = list(RecordReader([str(rnd.path("scored.jsonl.zst"))]))
     stages = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
@@ -110,6 +151,14 @@ def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
         "stage_seconds": stages,
         "dir": str(rnd.dir),
     }
+    if cfg.loop.agent_steps > 1:
+        summary["steps"] = step_metrics(cfg, rnd, scored)
+        window = rnd.path("scored-window.jsonl.zst")
+        if window.exists():
+            # What the designer trained on: its rewards with the window's win rate.
+            rescored = score_metrics(list(RecordReader([str(window)])))
+            summary.update({k: rescored[k] for k in ("designer_reward_mean", "designer_samples",
+                                                      *(f"{c}_mean" for c in COMPONENTS))})
     _write_metrics(cfg, summary)
     plot_run(cfg)
     return summary
@@ -215,7 +264,9 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
     fig, ax = new("training loss", "loss", xlabel="optimizer step (all rounds)")
     step = 0
     for r in rows:
-        losses = r.get("train_losses") or []
+        # A round of several agent steps: every step's optimizer steps, in order.
+        losses = ([x for s in r["steps"] for x in s.get("train_losses") or []] if r.get("steps")
+                  else r.get("train_losses") or [])
         if losses:
             ax.plot(range(step, step + len(losses)), losses, marker=".", label=f"round {r['round']}")
         step += len(losses)
@@ -240,6 +291,17 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
         save(fig, "skills.png")
     return paths
+
+
+def step_line(step: dict[str, Any]) -> str:
+    """One agent or designer step of a round, for stderr."""
+    def f(v: Any, fmt: str) -> str:
+        return "-" if v is None else fmt.format(v)
+
+    plays = (f"{step['episodes']} no-hint plays, win rate {f(step.get('win_rate'), '{:.3f}')}, "
+             if step["role"] == "agent" else "")
+    return (f"{plays}{f(step.get('train_steps'), '{}')} optimizer steps, loss "
+            f"{f(step.get('train_loss_last'), '{:.4f}')}, {step.get('seconds', 0):.1f} s")
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -31,7 +31,7 @@ from ..logs import log, progress_bar, verbosity_args
 from ..recordio import atomic_write_bytes
 from ..records import parse_shard
 from .config import LoopConfig, to_dict
-from .recipe import Stage, model_of, round_dir, round_stages, shell_line
+from .recipe import Shell, Stage, model_of, round_dir, round_stages, shell_line
 from .report import round_summary
 
 
@@ -79,6 +79,10 @@ class Round:
             _copy_atomic(*stage.copy)
         output = shard_output(stage, shard) if shard else None
         argv = stage.argv(output=output, shard=shard)
+        if any(isinstance(a, Shell) for a in argv):
+            raise UsageError(f"round {self.r}: stage {stage.name} reads a checkpoint record that "
+                             f"does not exist yet ({next(a for a in argv if isinstance(a, Shell))}); "
+                             f"run the stages before it first")
         cmd = [sys.executable, "-m", "spade_cli", *argv, *verbosity_args()]
         log.info("round %d: %s", self.r, shell_line(argv))
         t = time.perf_counter()
@@ -171,6 +175,8 @@ class Loop:
         frozen = {k: v for k, v in current.items() if k != "rounds"}
         if path.exists():
             old = orjson.loads(path.read_bytes())
+            if "loop" not in old and frozen.get("loop") == to_dict(LoopConfig())["loop"]:
+                frozen.pop("loop")  # a run from before [loop] existed: it had one step a round
             if {k: v for k, v in old.items() if k != "rounds"} != frozen:
                 raise UsageError(
                     f"{self.run_dir}: holds a run with a different config; use another name "
@@ -189,8 +195,10 @@ class Loop:
             bar = progress_bar("spade-loop", total=total, unit="stage")
             for r in range(1, self.cfg.rounds + 1):
                 rnd = Round(self.cfg, r)
-                stages = rnd.stages()
-                for stage in stages:
+                for name in [s.name for s in rnd.stages()]:
+                    # Built again before each stage: a later agent step's model is the
+                    # checkpoint the step before it has just recorded.
+                    stage = next(s for s in rnd.stages() if s.name == name)
                     bar.set_description(f"round {r}/{self.cfg.rounds} {stage.name}")
                     rnd.run(stage)
                     bar.update(1)

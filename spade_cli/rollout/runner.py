@@ -39,6 +39,9 @@ from .agents import AgentPrompt
 from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
 from .verify import probe
 
+CONDITIONS = ("nohint", "hint")
+"""The two conditions an environment is played in; a rollout may play only some."""
+
 
 @dataclass
 class RolloutStats:
@@ -79,8 +82,9 @@ class Job:
 
     def __init__(self, record: dict, k: int, seed: int, max_turns: int | None, timeout: float,
                  return_mode: str = "final", hint_source: str = "self", contract: str = "auto",
-                 action_format: str = "auto"):
+                 action_format: str = "auto", conditions: tuple[str, ...] = CONDITIONS):
         self.record = record
+        self.conditions = conditions
         self.return_mode = return_mode
         self.hint_source = hint_source
         self.id = str(record.get("id", ""))
@@ -108,7 +112,8 @@ class Job:
         for i, s in enumerate(self.seeds):
             first = coin.random() < 0.5
             for hinted in (first, not first):
-                self.episodes.append(Episode(self, hinted, i, s))
+                if ("hint" if hinted else "nohint") in self.conditions:
+                    self.episodes.append(Episode(self, hinted, i, s))
         self.left = len(self.episodes)
 
     def hint_for(self, info: dict) -> tuple[str, str]:
@@ -133,6 +138,7 @@ class Job:
             "k": k,
             "return": self.return_mode,
             "hint_source": self.hint_source,
+            **({} if self.conditions == CONDITIONS else {"conditions": list(self.conditions)}),
             "seeds": self.seeds,
             "max_turns": max(e.max_turns for e in self.episodes),
             "nohint": nohint,
@@ -189,6 +195,7 @@ def run_rollouts(
     hint_source: str = "self",
     contract: str = "auto",
     action_format: str = "auto",
+    conditions: tuple[str, ...] = CONDITIONS,
 ) -> Iterator[dict]:
     """Play k no-hint and k hinted episodes on every valid candidate (validation.valid
     and env.code); yield every candidate, in input order, with `rollouts` added to the
@@ -222,7 +229,9 @@ def run_rollouts(
 
     `contract` applies to records whose
     env does not name one; `action_format` is plain, boxed or auto
-    (`envs.contracts.action_format`)."""
+    (`envs.contracts.action_format`). `conditions` limits the plays to some conditions
+    (("nohint",): the re-plays of a round's later agent steps, which need no hint); the
+    record then names them in `rollouts.conditions`."""
     from dataclasses import replace
 
     from ..sandbox import SandboxConfig
@@ -240,6 +249,8 @@ def run_rollouts(
     ramp = max(1, int(ramp))
     if episode_return not in ("final", "sum") or hint_source not in ("self", "env"):
         raise ValueError(f"episode_return {episode_return!r} / hint_source {hint_source!r}")
+    if not conditions or not set(conditions) <= set(CONDITIONS):
+        raise ValueError(f"conditions {conditions!r}: a non-empty subset of {CONDITIONS}")
     turn = 0
     t_start = time.monotonic()
 
@@ -269,7 +280,8 @@ def run_rollouts(
                 exhausted = True
                 return
             make_job = job_factory or partial(Job, return_mode=episode_return, hint_source=hint_source,
-                                              contract=contract, action_format=action_format)
+                                              contract=contract, action_format=action_format,
+                                              conditions=tuple(conditions))
             job = make_job(rec, k, seed, max_turns, episode_timeout)
             stats.candidates += 1
             if job.active:
