@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import os
 import sys
 import traceback
@@ -265,6 +266,19 @@ def entry(app: typer.Typer, prog: str) -> Callable[[], None]:
 
 def open_output(output: str, zstd: bool = False) -> RecordWriter:
     return RecordWriter(output, compress=True if zstd else None)
+
+
+def peek_until(records: Iterable[dict], wanted: Callable[[dict], bool]) -> tuple[Iterator[dict], bool]:
+    """Read records up to the first `wanted` one before loading anything: bad input fails
+    fast, and a stream without one passes through without a model. Returns every record
+    (those read and the rest) and whether one was found."""
+    records = iter(records)
+    head: list[dict] = []
+    for rec in records:
+        head.append(rec)
+        if wanted(rec):
+            return itertools.chain(head, records), True
+    return iter(head), False
 
 
 def select(records: Iterable[dict], shard: str | None = None, limit: int | None = None) -> Iterator[dict]:

@@ -15,6 +15,7 @@ from ..cli import (
     log,
     make_app,
     open_output,
+    peek_until,
     select,
     stage_command,
 )
@@ -49,23 +50,15 @@ def hint(
     engine: EngineOptions,
     sandbox: SandboxOptions,
 ) -> None:
-    import itertools
-
     from ..hint import add_hints, is_target, load_template, sandbox_solutions
     from ..sandbox import check_sandbox
 
     template = load_template(settings.prompt)
     reader = RecordReader(inputs or ["-"], kind="candidate")
-    records = select(reader, shard, limit)
-    head: list[dict] = []
-    for rec in records:
-        head.append(rec)
-        if is_target(rec):
-            break
-    records = itertools.chain(head, records)
+    records, found = peek_until(select(reader, shard, limit), is_target)
     stats: Counter = Counter()
     with open_output(output, zstd) as out:
-        if not (head and is_target(head[-1])):
+        if not found:
             out.write_all(records)  # nothing to hint: no model needed
             log.info("no valid candidates: nothing to hint")
             return

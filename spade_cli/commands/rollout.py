@@ -19,6 +19,7 @@ from ..cli import (
     log,
     make_app,
     open_output,
+    peek_until,
     progress_bar,
     select,
     stage_command,
@@ -83,17 +84,7 @@ def rollout(
     the_prompt = AgentPrompt(settings.prompt)
     reader = RecordReader(inputs or ["-"], kind="candidate")
     stream = itertools.chain(reader, _replay_records(replay or []))
-    records = select(stream, shard, limit)
-
-    # Read up to the first environment to play before loading anything: bad input fails
-    # fast, and a stream with nothing to play passes through without a model.
-    head: list[dict] = []
-    for rec in records:
-        head.append(rec)
-        if _eligible(rec):
-            break
-    records = itertools.chain(head, records)
-    needed = bool(head) and _eligible(head[-1])
+    records, needed = peek_until(select(stream, shard, limit), _eligible)
 
     cfg = sandbox.config()
     if needed and not sandbox.unsafe_no_sandbox:
