@@ -171,12 +171,11 @@ def _make_trainer_class():
             stored = getattr(self, "_spade_rollouts", None)
             stored = stored.last_advantages if stored is not None else []
             adv = output["advantages"]
-            if len(stored) != adv.shape[0]:
-                return
-            mine = torch.tensor(stored, dtype=adv.dtype, device=adv.device)
-            if torch.isnan(mine).all():
-                return
-            output["advantages"] = torch.where(torch.isnan(mine), adv, mine)
+            if len(stored) == adv.shape[0]:
+                mine = torch.tensor(stored, dtype=adv.dtype, device=adv.device)
+                output["advantages"] = torch.where(torch.isnan(mine), adv, mine)
+            # Every rank gathers, whatever its rows: a collective that one rank skips hangs
+            # the others.
             everyone = self.accelerator.gather(output["advantages"]).tolist()
             logged = self._logs["advantages"]
             for _ in range(min(len(everyone), len(logged))):
