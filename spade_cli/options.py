@@ -183,6 +183,25 @@ class RolloutSettings:
 
 
 @dataclass
+class RewardShape:
+    """The constants of the published designer rewards (nested in `RegretSettings`: their
+    flags are spade-regret's, their keys the `[regret]` table's)."""
+
+    plateau_lo: float = option(0.4, "--plateau-lo", help="Win rate where the solve-rate plateau starts.")
+    plateau_hi: float = option(0.6, "--plateau-hi", help="Win rate where the solve-rate plateau ends.")
+    plateau_ramp: float = option(0.25, "--plateau-ramp", min=1e-9, help="""Width over which the
+        plateau falls from 1 to 0 on either side.""")
+    solve_weight: float = option(0.6, "--solve-weight", help="Weight of the plateau in blend.")
+    regret_weight: float = option(0.4, "--regret-weight", help="Weight of the scaled regret in blend.")
+    regret_scale: float = option(0.15, "--regret-scale", min=1e-9, help="""Regret at which blend's
+        regret term saturates (clip(regret / scale, 0, 1)).""")
+    gamma_fast: float = option(0.98, "--gamma-fast", min=0.0, max=1.0,
+                               help="learning-potential: decay of the fast EMA of the win rate.")
+    gamma_slow: float = option(0.85, "--gamma-slow", min=0.0, max=1.0,
+                               help="learning-potential: decay of the slow EMA of the win rate.")
+
+
+@dataclass
 class RegretSettings:
     TABLE: ClassVar[str] = "regret"
 
@@ -199,18 +218,7 @@ class RegretSettings:
         of a duplicate with --invalid penalty (default: the invalid penalty).""")
     clip: str = option("0,1", "--clip", help="""Clip mean-gap, max-gap and learnability to LO,HI
         for the designer reward; `none` keeps them raw.""")
-    plateau_lo: float = option(0.4, "--plateau-lo", help="Win rate where the solve-rate plateau starts.")
-    plateau_hi: float = option(0.6, "--plateau-hi", help="Win rate where the solve-rate plateau ends.")
-    plateau_ramp: float = option(0.25, "--plateau-ramp", min=1e-9, help="""Width over which the
-        plateau falls from 1 to 0 on either side.""")
-    solve_weight: float = option(0.6, "--solve-weight", help="Weight of the plateau in blend.")
-    regret_weight: float = option(0.4, "--regret-weight", help="Weight of the scaled regret in blend.")
-    regret_scale: float = option(0.15, "--regret-scale", min=1e-9, help="""Regret at which blend's
-        regret term saturates (clip(regret / scale, 0, 1)).""")
-    gamma_fast: float = option(0.98, "--gamma-fast", min=0.0, max=1.0,
-                               help="learning-potential: decay of the fast EMA of the win rate.")
-    gamma_slow: float = option(0.85, "--gamma-slow", min=0.0, max=1.0,
-                               help="learning-potential: decay of the slow EMA of the win rate.")
+    shape: RewardShape = group(RewardShape)
     dedup: bool = option(True, "--dedup/--no-dedup", help="Reject duplicates of memory and of the batch.")
     dedup_threshold: float = option(0.8, "--dedup-threshold", min=0.0, max=1.0, help="""Jaccard
         similarity of token shingles at which two environments are near-duplicates.""")

@@ -49,6 +49,7 @@ from typing import Any
 
 from . import memory
 from .dedup import THRESHOLD, code_hash
+from .options import RewardShape
 
 ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "mean-gap", "max-gap", "learnability")
 CLIPPED = ("mean-gap", "max-gap", "learnability")
@@ -114,20 +115,6 @@ def estimates(nohint: dict, hint: dict) -> dict[str, float | None]:
         else:
             out[name] = _round(fn(nohint, hint))
     return out
-
-
-@dataclass
-class RewardShape:
-    """The constants of the published rewards (each one an option of spade-regret)."""
-
-    plateau_lo: float = 0.4
-    plateau_hi: float = 0.6
-    plateau_ramp: float = 0.25
-    solve_weight: float = 0.6
-    regret_weight: float = 0.4
-    regret_scale: float = 0.15
-    gamma_fast: float = 0.98
-    gamma_slow: float = 0.85
 
 
 def plateau(w: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> float:

@@ -25,7 +25,6 @@ from ..errors import UsageError
 from ..options import RegretSettings
 from ..recordio import RecordReader, atomic_write_bytes
 from ..regret import (
-    RewardShape,
     ScoreConfig,
     Scorer,
     merge_into_memory,
@@ -112,14 +111,12 @@ def regret(
         duplicate_penalty=settings.duplicate_penalty, clip=parse_clip(settings.clip),
         dedup=settings.dedup, threshold=settings.dedup_threshold, min_regret=settings.min_regret,
         round=round_, invalid=settings.invalid,
-        shape=RewardShape(settings.plateau_lo, settings.plateau_hi, settings.plateau_ramp,
-                          settings.solve_weight, settings.regret_weight, settings.regret_scale,
-                          settings.gamma_fast, settings.gamma_slow),
+        shape=settings.shape,
     )
-    if settings.plateau_lo > settings.plateau_hi:
+    if settings.shape.plateau_lo > settings.shape.plateau_hi:
         raise UsageError("--plateau-lo must not exceed --plateau-hi")
     if settings.estimator == "learning-potential":
-        if settings.gamma_fast == settings.gamma_slow:
+        if settings.shape.gamma_fast == settings.shape.gamma_slow:
             raise UsageError("--gamma-fast and --gamma-slow must differ")
         cfg.lp_state = read_state(state_from or state)
     if window:
