@@ -119,7 +119,8 @@ def tool_params(spec: dict) -> dict:
 # --------------------------------------------------------------------------- per-call checks
 
 
-def check_reset(out: object) -> tuple[str, str, list[str]]:
+def check_reset_reply(out: object) -> tuple[str, dict]:
+    """(observation, info) of a reset reply of either contract, or the rejection."""
     if not (isinstance(out, (list, tuple)) and len(out) == 2):
         raise Rejected("bad_reset", "reset() must return (observation, info)")
     obs, info = out
@@ -127,6 +128,11 @@ def check_reset(out: object) -> tuple[str, str, list[str]]:
         raise Rejected("bad_reset", f"the observation must be a str, got {type(obs).__name__}")
     if not isinstance(info, dict):
         raise Rejected("bad_reset", f"info must be a dict, got {type(info).__name__}")
+    return obs, info
+
+
+def check_reset(out: object) -> tuple[str, str, list[str]]:
+    obs, info = check_reset_reply(out)
     hint, solution = info.get("hint"), info.get("solution")
     if hint is None:
         hint = ""  # optional: spade-hint writes the hints by default

@@ -33,6 +33,7 @@ from .checks import (
     call,
     check_ends,
     check_metadata,
+    check_reset_reply,
     check_same_episode,
     check_same_reset,
     check_step_rewards,
@@ -49,13 +50,7 @@ PROBE_STEPS = 3
 
 def check_published_reset(out: object) -> tuple[str, str, list[str]]:
     """(observation, solution text, the actions it spells out) of a reset reply."""
-    if not (isinstance(out, (list, tuple)) and len(out) == 2):
-        raise Rejected("bad_reset", "reset() must return (observation, info)")
-    obs, info = out
-    if not isinstance(obs, str):
-        raise Rejected("bad_reset", f"the observation must be a str, got {type(obs).__name__}")
-    if not isinstance(info, dict):
-        raise Rejected("bad_reset", f"info must be a dict, got {type(info).__name__}")
+    obs, info = check_reset_reply(out)
     text = info.get("solution_text")
     if not isinstance(text, str):
         raise Rejected("bad_reset", "solution() must return a str")
