@@ -88,8 +88,18 @@ start_munge() {
   chmod 0700 /etc/munge /var/log/munge /var/lib/munge
   chmod 0400 /etc/munge/munge.key
   chmod 0755 /run/munge
-  runuser -u munge -- munged --pid-file="$dir/munged.pid" --force
-  for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && return 0; sleep 0.1; done
+  # munged runs as the munge user, which cannot reach into $dir when a parent of it is
+  # private to root (pytest's /tmp/pytest-of-root is 0700): its pid file goes in
+  # /run/munge, and a copy in $dir marks it as ours for stop.
+  rm -f /run/munge/munged.pid
+  runuser -u munge -- munged --pid-file=/run/munge/munged.pid --force
+  for _ in $(seq 50); do
+    if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+      cp /run/munge/munged.pid "$dir/munged.pid"
+      return 0
+    fi
+    sleep 0.1
+  done
   die "munged did not start (see /var/log/munge/munged.log)"
 }
 
