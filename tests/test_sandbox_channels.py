@@ -44,6 +44,9 @@ def attempt(fn):
         return "refused: " + type(e).__name__ + ": " + str(e)
 
 SHARED = os.__file__  # the Python tree: the same file in every jail, read-only
+MACHINE_WIDE = ("/proc/loadavg", "/proc/stat", "/proc/meminfo", "/proc/vmstat", "/proc/uptime",
+                "/proc/sys/fs/file-nr", "/proc/sys/kernel/random/entropy_avail",
+                "/proc/pressure/cpu", "/proc/interrupts", "/proc/locks", "/proc/cpuinfo")
 '''
 
 SENDER = COMMON + '''
@@ -75,6 +78,13 @@ def plant():
     done["shmget"] = attempt(lambda: sys_call(29, KEY, 4096, 0o1000 | 0o666))
     done["msgget"] = attempt(lambda: sys_call(68, KEY, 0o1000 | 0o666))
     done["pty"] = attempt(lambda: KEEP.append(os.open("/dev/ptmx", os.O_RDWR)))
+    KEEP.extend(open(SHARED, "rb") for _ in range(20))  # /proc/sys/fs/file-nr
+    KEEP.append(bytearray(32 << 20))  # /proc/meminfo, sysinfo
+    for _ in range(4):  # /proc/loadavg's process count, /proc/stat's forks
+        if os.fork() == 0:
+            import time
+            time.sleep(30)
+            os._exit(0)
     for _ in range(3):  # busy files a peer could notice through inotify on the shared tree
         done["touch"] = attempt(lambda: open(SHARED, "rb").read(1))
     return done
@@ -114,6 +124,13 @@ def probe():
     seen["msgget"] = attempt(lambda: sys_call(68, KEY, 0) >= 0 and "FOUND")
     seen["pts"] = attempt(lambda: [n for n in os.listdir("/dev/pts") if n.isdigit()])
     seen["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    # Machine-wide counters the sender moves by forking, opening files, allocating.
+    def read(path):
+        with open(path) as f:
+            return f.read(200)
+    seen["machine"] = {p: attempt(lambda p=p: read(p)) for p in MACHINE_WIDE}
+    seen["sysinfo"] = attempt(lambda: libc.sysinfo(ctypes.create_string_buffer(512)) == 0
+                              and "READ" or "refused " + os.strerror(ctypes.get_errno()))
     def kill_others():
         hit = []
         for p in seen["pids"]:
@@ -156,6 +173,11 @@ def test_nothing_crosses_between_two_workers():
     assert seen["flock"].startswith("refused") and seen["posix getlk"].startswith("refused"), seen
     assert seen["pts"] == [] or seen["pts"].startswith("refused"), seen
     assert len(seen["pids"]) <= 2 and seen["signalled"] == [], seen
+    # No machine-wide counter: absent (forked workers' /proc holds processes only) or
+    # covered (a worker's own bwrap), and sysinfo(2) refused.
+    for path, got in seen["machine"].items():
+        assert got.startswith("refused"), (path, got)
+    assert seen["sysinfo"].startswith("refused"), seen
 
 
 # --------------------------------------------------------------------------- the oracle

@@ -259,6 +259,25 @@ def _ro_system_binds() -> list[str]:
     return args
 
 
+@lru_cache(maxsize=1)
+def _proc_masks() -> tuple[str, ...]:
+    """bwrap cannot mount /proc with `subset=pid` (what forked workers get): cover each
+    machine-wide entry instead (files with an empty one, directories with an empty
+    tmpfs), so that no counter another worker moves (load, process and open-file counts,
+    free memory, pressure) can be read. Per-process entries and the symlinks into them
+    (self, mounts, net) stay."""
+    masks = []
+    for name in sorted(os.listdir("/proc")):
+        path = f"/proc/{name}"
+        if name.isdigit() or os.path.islink(path):
+            continue
+        if os.path.isdir(path):
+            masks += ["--size", "4096", "--perms", "0555", "--tmpfs", path]
+        else:
+            masks += ["--ro-bind", "/dev/null", path]
+    return tuple(masks)
+
+
 def jail_env(cfg: SandboxConfig, layout: PythonLayout | None) -> dict:
     """The complete environment of the worker: nothing from the host."""
     env = {
@@ -327,7 +346,7 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tupl
           "--perms", "0755", "--dir", "/opt/spade",
           "--ro-bind", str(Path(__file__).with_name("worker.py")), WORKER_PATH,
           "--ro-bind", str(Path(__file__).with_name("published.py")), "/opt/spade/published.py",
-          "--proc", "/proc",
+          "--proc", "/proc", *_proc_masks(),
           # bwrap's /proc leaves the host's /proc/sys writable to root: remount read-only.
           "--remount-ro", "/proc",
           "--dev", "/dev",

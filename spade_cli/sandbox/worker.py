@@ -83,7 +83,8 @@ _DENIED = (308, 165, 166, 155, 161, 250, 248, 249, 101, 298, 321, 323, 246, 320,
            # quotactl the new mount API, io_uring, process_vm_*
            253, 254, 294, 300, 301,  # inotify_init inotify_add_watch inotify_init1 fanotify_*
            135, 154, 447,  # personality modify_ldt memfd_secret
-           29, 68, 319)  # shmget msgget memfd_create
+           29, 68, 319,  # shmget msgget memfd_create
+           99)  # sysinfo: machine-wide load, free memory and process count (as /proc/loadavg)
 # fcntl commands that lock, lease or watch: F_GETLK F_SETLK F_SETLKW F_OFD_GETLK
 # F_OFD_SETLK F_OFD_SETLKW F_SETLEASE F_GETLEASE F_NOTIFY (F_GETLK reads others' locks).
 _FCNTL_DENIED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
@@ -535,6 +536,20 @@ def _libc():
     return call
 
 
+def _mount_proc(call):
+    """A /proc of this pid namespace's processes and nothing else: the machine-wide files
+    (loadavg, stat, meminfo, sys/fs/file-nr, pressure, ...) are counters every worker
+    moves and every worker could read, a channel between them (`subset=pid`, Linux 5.8+;
+    older kernels get the full /proc)."""
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY
+    try:
+        call("mount", b"proc", b"/proc", b"proc", flags, b"subset=pid")
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+        call("mount", b"proc", b"/proc", b"proc", flags, None)
+
+
 def _close_fds_except(keep):
     # Up to the highest open descriptor: without close_range(2) (Linux < 5.9),
     # closerange closes every number up to its bound one by one.
@@ -560,7 +575,7 @@ def _episode_init(settings, fds):
         call = _libc()
         call("unshare", _NEWNS | _NEWNET | _NEWIPC | _NEWUTS)
         call("mount", None, b"/", None, _MS_REC | _MS_PRIVATE, None)
-        call("mount", b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY, None)
+        _mount_proc(call)
         for path, mb in ((b"/tmp", settings["tmp_mb"]), (b"/dev/shm", settings["shm_mb"])):
             # nr_inodes: empty files and directories cost kernel memory the size ignores.
             call("mount", b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV,
