@@ -18,7 +18,8 @@ from .engines.base import Sampling
 from .envs.contracts import ACTION_FORMATS, CONTRACT_CHOICES
 from .settings import group, option
 
-ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "mean-gap", "max-gap", "learnability")
+ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "regret-var", "mean-gap", "max-gap",
+              "learnability")
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
@@ -195,6 +196,10 @@ class RewardShape:
     regret_weight: float = option(0.4, "--regret-weight", help="Weight of the scaled regret in blend.")
     regret_scale: float = option(0.15, "--regret-scale", min=1e-9, help="""Regret at which blend's
         regret term saturates (clip(regret / scale, 0, 1)).""")
+    variance_target: float = option(0.25, "--variance-target", help="""regret-var: variance of the
+        no-hint returns that earns the most (0.25: a win/loss coin flip).""")
+    variance_width: float = option(0.01, "--variance-width", min=1e-9, help="""regret-var: width
+        (sigma squared) of the bell around the target: exp(-(var - target)^2 / (2 width)).""")
     gamma_fast: float = option(0.98, "--gamma-fast", min=0.0, max=1.0,
                                help="learning-potential: decay of the fast EMA of the win rate.")
     gamma_slow: float = option(0.85, "--gamma-slow", min=0.0, max=1.0,
@@ -206,8 +211,8 @@ class RegretSettings:
     TABLE: ClassVar[str] = "regret"
 
     estimator: str = option("blend", "--estimator", "-e", choices=ESTIMATORS, help="""The
-        designer's reward: blend, regret, solve-rate, learning-potential (the published
-        variants) or the raw estimators mean-gap, max-gap, learnability (README
+        designer's reward: blend, regret, solve-rate, learning-potential, regret-var (the
+        published variants) or the raw estimators mean-gap, max-gap, learnability (README
         "spade-regret").""")
     invalid: str = option("drop", "--invalid", choices=("drop", "penalty"), help="""Invalid designs
         and duplicates: drop (no designer sample, as published) or penalty (trained with

@@ -3,7 +3,7 @@
 For one valid environment the rollout stage ran K episodes without the hint (returns
 R_nohint, successes S_nohint) and K with it (R_hint). Estimators (README "spade-regret"):
 
-  mean-gap      mean(R_hint) - mean(R_nohint)                      in [-1, 1]  (default)
+  mean-gap      mean(R_hint) - mean(R_nohint)                      in [-1, 1]
   max-gap       max(R_hint) - mean(R_nohint)                       in [-1, 1]
                 PAIRED's estimate: the best hinted episode stands in for the
                 antagonist, the average no-hint episode for the protagonist.
@@ -20,11 +20,13 @@ with regret = mean-gap and win rate w = mean(R_nohint):
   learning-potential  |mu_fast - mu_slow| / (2 (g_fast - g_slow)), mu = EMAs of w over
                       the rounds an environment is played (g_fast 0.98, g_slow 0.85;
                       both start at 0, so a first measurement gives w / 2)
+  regret-var          max(0, regret) + exp(-(v - 0.25)^2 / (2 * 0.01)), v = variance of
+                      the no-hint returns: most for an agent that wins half its plays
 
   plateau(w) = 1 on [lo, hi], falling linearly to 0 over `ramp` on either side
   (lo 0.4, hi 0.6, ramp 0.25): an environment the agent wins about half the time.
 
-These four are rewards already: --clip applies to the first three only.
+These five are rewards already: --clip applies to the raw estimators only.
 
 Designer reward: the estimate clipped to [lo, hi] (default [0, 1]) for a valid, accepted
 environment. The lower clip matters: a negative gap means the hint *hurt* (a misleading
@@ -49,9 +51,8 @@ from typing import Any
 
 from . import memory
 from .dedup import THRESHOLD, code_hash
-from .options import RewardShape
+from .options import ESTIMATORS, RewardShape
 
-ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "mean-gap", "max-gap", "learnability")
 CLIPPED = ("mean-gap", "max-gap", "learnability")
 DEFAULT_ESTIMATOR = "blend"
 DEFAULT_CLIP = (0.0, 1.0)
@@ -78,11 +79,14 @@ def _return(ep: dict) -> float:
 def condition_stats(episodes: list[dict]) -> dict:
     """n, mean/max/min return and success rate of one condition's episodes."""
     if not episodes:
-        return {"n": 0, "mean_return": None, "max_return": None, "min_return": None, "success_rate": None}
+        return {"n": 0, "mean_return": None, "max_return": None, "min_return": None,
+                "var_return": None, "success_rate": None}
     rets = [_return(e) for e in episodes]
+    mean = sum(rets) / len(rets)
     return {
         "n": len(rets),
-        "mean_return": sum(rets) / len(rets),
+        "mean_return": mean,
+        "var_return": _round(sum((r - mean) ** 2 for r in rets) / len(rets)),  # population
         "max_return": max(rets),
         "min_return": min(rets),
         "success_rate": sum(_success(e) for e in episodes) / len(episodes),
@@ -138,15 +142,23 @@ def learning_potential(state: dict, shape: RewardShape) -> float:
     return abs(state["fast"] - state["slow"]) / (2 * (shape.gamma_fast - shape.gamma_slow))
 
 
+def variance_reward(var: float, shape: RewardShape) -> float:
+    """regret-var's bonus: a bell over the variance of the no-hint returns."""
+    return math.exp(-((var - shape.variance_target) ** 2) / (2 * shape.variance_width))
+
+
 def components(nohint: dict, hint: dict, shape: RewardShape) -> dict[str, float | None]:
-    """regret, win rate, plateau and scaled regret: the parts of the published rewards."""
+    """regret, win rate, plateau, scaled regret and variance reward: the parts of the
+    published rewards."""
     w = nohint["mean_return"] if nohint["n"] else None
     gap = hint["mean_return"] - w if (w is not None and hint["n"]) else None
+    var = nohint.get("var_return") if nohint["n"] else None
     out: dict[str, float | None] = {
         "regret": gap,
         "win_rate": w,
         "plateau": None if w is None else plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp),
         "scaled_regret": None if gap is None else min(1.0, max(0.0, gap / shape.regret_scale)),
+        "variance_reward": None if var is None else variance_reward(var, shape),
     }
     return {k: None if v is None else _round(v) for k, v in out.items()}
 
@@ -163,6 +175,10 @@ def shaped_reward(estimator: str, comp: dict, shape: RewardShape, lp_state: dict
         return comp["plateau"]
     if estimator == "learning-potential":
         return None if lp_state is None else _round(learning_potential(lp_state, shape))
+    if estimator == "regret-var":
+        if comp["regret"] is None or comp["variance_reward"] is None:
+            return None
+        return _round(max(0.0, comp["regret"]) + comp["variance_reward"])
     raise ValueError(f"unknown estimator {estimator!r}")
 
 
@@ -347,8 +363,8 @@ class Scorer:
 
 def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig) -> dict:
     """A step-1 score after a window of `steps` agent steps on the same environment: the
-    win rate (and so the plateau, and the rewards built on it: blend, solve-rate,
-    learnability) over all the window's no-hint plays, the first step's and the re-plays';
+    win rate and return variance (and so the plateau, the variance reward and the rewards
+    built on them: blend, solve-rate, regret-var, learnability) over all the window's no-hint plays, the first step's and the re-plays';
     the regret stays as measured at the first step, where hinted and no-hint plays were
     matched in time. A score without a measured reward (invalid, duplicate, no episodes)
     and the regret-only rewards stay as they are; learning-potential keeps the EMA step of
@@ -363,9 +379,10 @@ def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig) -> 
     w = _round(stats["mean_return"])
     shape = cfg.shape
     comp = {**comp, "win_rate_first": comp.get("win_rate"), "win_rate": w,
-            "plateau": _round(plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp))}
+            "plateau": _round(plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp)),
+            "variance_reward": _round(variance_reward(stats["var_return"], shape))}
     out = {**sc, "components": comp, "window": {"steps": steps, "nohint": stats}}
-    if cfg.estimator in ("blend", "solve-rate", "regret"):
+    if cfg.estimator in ("blend", "solve-rate", "regret", "regret-var"):
         out["reward"] = shaped_reward(cfg.estimator, comp, shape)
     elif cfg.estimator == "learnability":
         out["reward"] = _round(clip(learnability(stats), cfg.clip))

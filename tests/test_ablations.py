@@ -15,7 +15,7 @@ ABLATIONS = sorted((Path(__file__).resolve().parents[1] / "examples" / "ablation
 
 def test_every_published_ablation_is_shipped():
     assert {p.stem for p in ABLATIONS} == {"no-corpus", "no-memory", "no-designer-training-no-memory",
-                                           "fixed-pool", "two-skills", "solve-rate", "learning-potential"}
+                                           "fixed-pool", "two-skills", "solve-rate", "learning-potential", "regret-var"}
 
 
 @pytest.mark.parametrize("path", ABLATIONS, ids=lambda p: p.stem)

@@ -30,7 +30,7 @@ def test_every_field_is_documented():
         ("[nope]\nx = 1\n", "unknown field 'nope'"),
         ("rounds = 'two'\n", "'rounds': expected int, got str 'two'"),
         ("rounds = 0\n", "'rounds' must be at least 1, got 0"),
-        ("[regret]\nestimator = 'median'\n", "'regret.estimator' must be one of blend, regret, solve-rate, learning-potential, mean-gap, max-gap, learnability"),
+        ("[regret]\nestimator = 'median'\n", "'regret.estimator' must be one of blend, regret, solve-rate, learning-potential, regret-var, mean-gap, max-gap, learnability"),
         ("[corpus]\npaths = 'a.jsonl'\n", "'corpus.paths': expected a list"),
         ("design = 3\n", "'design' must be a table"),
         ("rounds = [\n", "bad TOML"),

@@ -54,6 +54,25 @@ def test_regret_is_floored_at_zero():
     assert pos["reward"] == pytest.approx(0.5)
 
 
+def test_regret_var_by_hand():
+    # no-hint 1, 0: variance 0.25, the bell's top (1); regret 0.75 - 0.5 = 0.25
+    coin = regret.valid_score(cand("a", GUESS, [1.0, 0.0], [1.0, 0.5]), regret.ScoreConfig(estimator="regret-var"))
+    assert coin["reward"] == pytest.approx(0.25 + 1.0)
+    assert coin["components"]["variance_reward"] == 1.0
+    # no-hint 0, 0.5, 1, 0: variance 0.171875, exp(-(0.078125^2) / 0.02) = 0.736994; regret floored at 0
+    spread = regret.valid_score(cand("b", GUESS, [0.0, 0.5, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]),
+                                regret.ScoreConfig(estimator="regret-var"))
+    assert spread["reward"] == pytest.approx(0.7369938, abs=1e-6) and spread["regret"] == pytest.approx(-0.375)
+    # an environment the agent always wins (or always loses) earns no bonus to speak of
+    flat = regret.valid_score(cand("c", GUESS, [1.0, 1.0], [1.0, 1.0]), regret.ScoreConfig(estimator="regret-var"))
+    assert flat["reward"] == pytest.approx(0.0439369, abs=1e-6)  # exp(-0.0625 / 0.02)
+    # the bell's constants are settings
+    wide = regret.RewardShape(variance_target=0.0, variance_width=0.5)
+    other = regret.valid_score(cand("c", GUESS, [1.0, 1.0], [1.0, 1.0]),
+                               regret.ScoreConfig(estimator="regret-var", shape=wide))
+    assert other["reward"] == 1.0
+
+
 def test_learning_potential_over_a_win_rate_sequence():
     # EMAs start at 0.  w=0.5: fast 0.01, slow 0.075 -> |0.065| / (2 * 0.13) = 0.25
     # w=1.0: fast 0.98*0.01 + 0.02 = 0.0298, slow 0.85*0.075 + 0.15 = 0.21375 -> 0.18395 / 0.26
@@ -89,7 +108,7 @@ def test_components_are_in_the_score_and_the_cli_defaults_are_the_published_ones
     assert r.returncode == 0, r.stderr
     sc = parse(r.stdout)[0]["score"]
     assert sc["estimator"] == "blend"
-    assert set(sc["components"]) == {"regret", "win_rate", "plateau", "scaled_regret"}
+    assert set(sc["components"]) == {"regret", "win_rate", "plateau", "scaled_regret", "variance_reward"}
 
 
 def test_invalid_and_duplicate_designs_are_dropped_not_trained(tmp_path):

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .runner import Round
 
 
-COMPONENTS = ("regret", "win_rate", "plateau", "scaled_regret")
+COMPONENTS = ("regret", "win_rate", "plateau", "scaled_regret", "variance_reward")
 """The parts of the designer's reward (score.components), averaged per round."""
 
 
