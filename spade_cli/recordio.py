@@ -407,11 +407,43 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def remove_dead_partials(path: str | os.PathLike) -> list[str]:
+    """Delete what killed writers of `path` left behind: `.NAME.partial-PID` files of a
+    PID no longer running on this machine (a SIGKILL gives a writer no chance to clean
+    up; a writer still alive keeps its file)."""
+    path = os.fspath(path)
+    directory, base = os.path.split(os.path.abspath(path))
+    prefix = f".{base}.partial-"
+    gone = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return gone
+    for name in names:
+        pid = name[len(prefix):]
+        if not (name.startswith(prefix) and pid.isdigit()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or someone else's and alive)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+            gone.append(name)
+        except FileNotFoundError:
+            pass
+    return gone
+
+
 __all__ = [
     "Record",
     "RecordReader",
     "RecordWriter",
     "atomic_write_bytes",
+    "remove_dead_partials",
     "display_name",
     "dumps",
     "iter_chunks",

@@ -153,6 +153,10 @@ def test_killed_run_resumes_to_the_same_records(finished_run, config, tmp_path):
     stages = orjson.loads(manifest.read_bytes())["stages"]
     assert "hint" in stages and "regret" not in stages
     assert not (runs_b / "t" / "round-001" / "scored.jsonl.zst").exists()
+    # What a rollout killed mid-write leaves (SIGKILL gives it no chance to clean up).
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (runs_b / "t" / "round-001" / f".rollouts.jsonl.zst.partial-{gone.pid}").write_bytes(b"{\n")
 
     r = subprocess.run(loop_cmd(config, runs_b), capture_output=True, timeout=1200)
     assert r.returncode == 0, r.stderr.decode()[-3000:]

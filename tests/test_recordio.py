@@ -172,3 +172,19 @@ def test_head_closes_pipe_cleanly(tmp_path):
     assert r.stdout.count(b"\n") == 2
     assert b"Traceback" not in r.stderr and b"BrokenPipe" not in r.stderr, r.stderr
     assert r.stderr == b""
+
+
+def test_remove_dead_partials_keeps_live_writers_files(tmp_path):
+    from spade_cli.recordio import remove_dead_partials
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    out = tmp_path / "rollouts.jsonl.zst"
+    left = tmp_path / f".rollouts.jsonl.zst.partial-{dead.pid}"
+    live = tmp_path / f".rollouts.jsonl.zst.partial-{os.getpid()}"
+    other = tmp_path / f".scored.jsonl.zst.partial-{dead.pid}"
+    for p in (left, live, other):
+        p.write_bytes(b"{}\n")
+    assert remove_dead_partials(out) == [left.name]
+    assert not left.exists() and live.exists() and other.exists()
+    assert remove_dead_partials(tmp_path / "missing" / "x.jsonl") == []

@@ -28,7 +28,7 @@ import orjson
 
 from ..errors import SpadeError, UsageError
 from ..logs import log, progress_bar, verbosity_args
-from ..recordio import atomic_write_bytes
+from ..recordio import atomic_write_bytes, remove_dead_partials
 from ..records import parse_shard
 from .config import LoopConfig, to_dict
 from .recipe import Shell, Stage, model_of, round_dir, round_stages, shell_line
@@ -78,6 +78,8 @@ class Round:
         if stage.copy is not None:
             _copy_atomic(*stage.copy)
         output = shard_output(stage, shard) if shard else None
+        for path in [Path(output)] if output else stage.outputs:
+            remove_dead_partials(path)  # a killed earlier try's leftovers
         argv = stage.argv(output=output, shard=shard)
         if any(isinstance(a, Shell) for a in argv):
             raise UsageError(f"round {self.r}: stage {stage.name} reads a checkpoint record that "
