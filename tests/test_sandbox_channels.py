@@ -235,3 +235,32 @@ def test_a_condition_oracle_earns_no_regret():
     assert nohint == hint, (nohint, hint)  # same actions, so the same returns
     scored = Scorer(ScoreConfig()).score(rec)
     assert scored["score"]["regret"] == 0.0, scored["score"]
+
+
+# --------------------------------------------------------------------------- identity
+
+IDENTITY = '''
+import json, os
+import gymnasium as gym
+
+class Who(gym.Env):
+    metadata = {"name": "who", "max_turns": 1}
+    def reset(self, seed=None, options=None):
+        paths = [line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()]
+        return json.dumps({"uid": os.getuid(), "cgroups": paths}), {}
+    def step(self, action):
+        return "", 0.0, True, False, {}
+'''
+
+
+def test_a_worker_cannot_count_the_workers_before_it():
+    """No ordinal in what a worker sees of itself: an environment that could tell it was
+    started after its twin could tell the conditions of a pair apart by start order."""
+    seen = []
+    for _ in range(6):
+        with EnvSession(IDENTITY, CFG) as env:
+            seen.append(json.loads(env.reset()[0]))
+    assert all(set(s["cgroups"]) == {"/"} for s in seen), seen
+    uids = [s["uid"] for s in seen]
+    if os.geteuid() == 0:  # root mode: a host uid of its own each
+        assert len(set(uids)) == 6 and uids != list(range(uids[0], uids[0] + 6)), uids

@@ -16,16 +16,14 @@ crosses a namespace); `oom_killed()` says whether the kernel killed for the limi
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
 import queue
+import secrets
 import threading
 import time
 from functools import lru_cache
 
 ROOT = "/sys/fs/cgroup"
-_counter = itertools.count()
-_lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
@@ -75,8 +73,8 @@ class WorkerCgroup:
         if base is None:
             return None
         d, version = base
-        with _lock:
-            name = f"spade-{os.getpid()}-{next(_counter)}"
+        # A random name, not a counter: the worker must not learn how many came before it.
+        name = f"spade-{os.getpid()}-{secrets.token_hex(6)}"
         path = os.path.join(d, name)
         limit = str(limit_mb << 20)
         try:

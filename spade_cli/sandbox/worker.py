@@ -518,7 +518,8 @@ def run_worker(settings):
 # Workers forked this way share nothing writable, no processes, no network and no IPC,
 # as with one bwrap each. The parent kills one through the pidfd of its G.
 
-_NEWNS, _NEWUTS, _NEWIPC, _NEWPID, _NEWNET = 0x00020000, 0x04000000, 0x08000000, 0x20000000, 0x40000000
+_NEWNS, _NEWCGROUP, _NEWUTS, _NEWIPC, _NEWPID, _NEWNET = (0x00020000, 0x02000000, 0x04000000,
+                                                         0x08000000, 0x20000000, 0x40000000)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 
 
@@ -573,7 +574,8 @@ def _episode_init(settings, fds):
             os.close(fds[4])
             fds = fds[:4]
         call = _libc()
-        call("unshare", _NEWNS | _NEWNET | _NEWIPC | _NEWUTS)
+        # A cgroup namespace rooted at the worker's own cgroup: /proc/self/cgroup shows "/".
+        call("unshare", _NEWNS | _NEWNET | _NEWIPC | _NEWUTS | _NEWCGROUP)
         call("mount", None, b"/", None, _MS_REC | _MS_PRIVATE, None)
         _mount_proc(call)
         for path, mb in ((b"/tmp", settings["tmp_mb"]), (b"/dev/shm", settings["shm_mb"])):
