@@ -78,11 +78,11 @@ def shared(tmp_path_factory, tiny_model):
     return {"model": str(tiny_model), "corpus": str(corpus), "runs": d / "runs"}
 
 
-def write_config(shared: dict, name: str, model: str | None = None) -> Path:
+def write_config(shared: dict, name: str, model: str | None = None, rounds: int = 1) -> Path:
     path = shared["runs"].parent / f"{name}.toml"
     path.write_text(f"""
 name = "{name}"
-rounds = 1
+rounds = {rounds}
 seed = 0
 runs_dir = "{shared['runs']}"
 [model]
@@ -106,17 +106,17 @@ epochs = 1
     return path
 
 
-def round_dir(shared: dict, name: str) -> Path:
-    return shared["runs"] / name / "round-001"
+def round_dir(shared: dict, name: str, r: int = 1) -> Path:
+    return shared["runs"] / name / f"round-{r:03d}"
 
 
 @pytest.fixture(scope="module")
 def reference(shared):
-    """The round as spade-loop runs it."""
+    """Two rounds as spade-loop runs them (round 1's directory)."""
     t = time.perf_counter()
-    r = run_cli("loop", write_config(shared, "loop"))
+    r = run_cli("loop", write_config(shared, "loop", rounds=2))
     assert r.returncode == 0, r.stderr.decode()[-3000:]
-    sys.stderr.write(f"\nspade-loop round: {time.perf_counter() - t:.1f} s\n")
+    sys.stderr.write(f"\nspade-loop, 2 rounds: {time.perf_counter() - t:.1f} s\n")
     return round_dir(shared, "loop")
 
 
@@ -140,9 +140,9 @@ def records(rdir: Path, name: str) -> list[dict]:
     return [_untimed(r) for r in read_records([str(rdir / f"{name}.jsonl.zst")])]
 
 
-def job_ids(stdout: str) -> dict[str, str]:
-    """`round 1: NAME=ID ...` -> {NAME: ID}"""
-    line = next(ln for ln in stdout.splitlines() if ln.startswith("round "))
+def job_ids(stdout: str, r: int = 1) -> dict[str, str]:
+    """`round R: NAME=ID ...` -> {NAME: ID}"""
+    line = next(ln for ln in stdout.splitlines() if ln.startswith(f"round {r}: "))
     return dict(item.split("=") for item in line.split(": ", 1)[1].split())
 
 
@@ -155,18 +155,31 @@ def squeue(cluster: dict, ids) -> list[str]:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_one_shard_gives_the_loops_records(cluster, shared, reference):
+    """Rounds 1 and 2 as one chain (--through 2): the loop's records, round by round."""
     t = time.perf_counter()
-    r = submit(cluster, write_config(shared, "slurm1"), 1)
+    r = submit(cluster, "--through", 2, write_config(shared, "slurm1", rounds=2), 1)
     assert r.returncode == 0, r.stderr
-    sys.stderr.write(f"\nSlurm round (1 shard): {time.perf_counter() - t:.1f} s\n")
-    assert "round 1 done" in r.stderr
-    ours = round_dir(shared, "slurm1")
-    for name in [*RECORDS, "checkpoint"]:
-        assert records(ours, name) == records(reference, name), name
-    logs = sorted(p.name for p in (ours / "slurm-logs").iterdir())
-    assert any(n.startswith("spade-r1-rollout-") for n in logs), logs
-    # The last stage wrote the round's summary, as the loop does.
-    assert (shared["runs"] / "slurm1" / "metrics.jsonl").exists()
+    sys.stderr.write(f"\nSlurm, 2 rounds (1 shard): {time.perf_counter() - t:.1f} s\n")
+    assert "rounds 1-2 done" in r.stderr
+    for rnd in (1, 2):
+        ours, theirs = round_dir(shared, "slurm1", rnd), round_dir(shared, "loop", rnd)
+        for name in [*RECORDS, "checkpoint"]:
+            assert records(ours, name) == records(theirs, name), (rnd, name)
+        logs = sorted(p.name for p in (ours / "slurm-logs").iterdir())
+        assert any(n.startswith(f"spade-r{rnd}-rollout-") for n in logs), logs
+    # Round 2 started after round 1's last job, and played round 1's checkpoint.
+    first, second = (job_ids(r.stdout, rnd) for rnd in (1, 2))
+
+    def when(job: str, field: str) -> str:  # ISO times compare as strings
+        out = subprocess.run(["scontrol", "show", "job", "-o", job], env=cluster,
+                             capture_output=True, text=True).stdout
+        return out.split(f" {field}=")[1].split()[0]
+
+    assert list(first)[-1] == "train"
+    assert when(next(iter(second.values())), "StartTime") >= when(first["train"], "EndTime")
+    # The last stage wrote each round's summary, as the loop does.
+    metrics = (shared["runs"] / "slurm1" / "metrics.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(m)["round"] for m in metrics] == [1, 2]
 
 
 @pytest.mark.slurm
@@ -249,6 +262,8 @@ def test_driver_rejects_bad_arguments(cluster, shared):
     assert r.returncode == 2 and "has no stage 'nonesuch'" in r.stderr
     r = submit(cluster, config, 0)
     assert r.returncode == 2 and "ROUND must be a positive integer" in r.stderr
+    r = submit(cluster, "--through", 1, config, 2)
+    assert r.returncode == 2 and "--through must be a round at or after 2" in r.stderr
 
 
 @pytest.mark.slurm

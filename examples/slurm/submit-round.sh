@@ -5,9 +5,11 @@
 # stage.sbatch, i.e. `spade-loop CONFIG --stage NAME --round R [--shard i/n | --merge n]`,
 # so the round is exactly the one spade-loop runs, with every setting from CONFIG.
 #
-#   examples/slurm/submit-round.sh [--from STAGE] [--wait] CONFIG ROUND [SHARDS]
+#   examples/slurm/submit-round.sh [--from STAGE] [--through LAST] [--wait] CONFIG ROUND [SHARDS]
 #
 #   --from STAGE   resume: submit STAGE and the stages after it (the earlier ones are done)
+#   --through LAST submit rounds ROUND..LAST as one chain: each round's first stage waits
+#                  for the round before it (its checkpoint is the next round's model)
 #   --wait         wait for the chain; exit 0 when the round is done, else with the
 #                  failing stage's exit code, after a summary of what failed and was cancelled
 #
@@ -26,17 +28,19 @@
 #   SPADE_SBATCH_<STAGE>    extra sbatch arguments for one stage, upper case with _ for -:
 #                           SPADE_SBATCH_ROLLOUT="-c 8 --mem=32G --time=2:00:00"
 #   SPADE_SLURM_LOGS        job logs directory (default: the round's dir/slurm-logs)
-# Prints `round R: NAME=JOBID ...` on stdout. Exit codes: 0 submitted (or, with --wait,
-# done), 2 usage, the sbatch's or the failing stage's code otherwise.
+# Prints `round R: NAME=JOBID ...` on stdout, a line per round. Exit codes: 0 submitted
+# (or, with --wait, done), 2 usage, the sbatch's or the failing stage's code otherwise.
 set -euo pipefail
-usage="usage: submit-round.sh [--from STAGE] [--wait] CONFIG ROUND [SHARDS]"
-from="" wait=0
+usage="usage: submit-round.sh [--from STAGE] [--through LAST] [--wait] CONFIG ROUND [SHARDS]"
+from="" wait=0 through=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --from) from=${2:?$usage}; shift 2 ;;
     --from=*) from=${1#--from=}; shift ;;
+    --through) through=${2:?$usage}; shift 2 ;;
+    --through=*) through=${1#--through=}; shift ;;
     --wait) wait=1; shift ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     --*) echo "submit-round: unknown option $1; $usage" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -45,6 +49,9 @@ done
 config=$1 round=$2 shards=${3:-1}
 [[ $round =~ ^[1-9][0-9]*$ ]] || { echo "submit-round: ROUND must be a positive integer, got '$round'" >&2; exit 2; }
 [[ $shards =~ ^[1-9][0-9]*$ ]] || { echo "submit-round: SHARDS must be a positive integer, got '$shards'" >&2; exit 2; }
+through=${through:-$round}
+[[ $through =~ ^[1-9][0-9]*$ ]] && [ "$through" -ge "$round" ] \
+  || { echo "submit-round: --through must be a round at or after $round, got '$through'" >&2; exit 2; }
 [ -f "$config" ] || { echo "submit-round: $config: no such config file" >&2; exit 2; }
 case "${SPADE_PROFILE:=cpu}" in cpu|gpu) ;; *) echo "submit-round: SPADE_PROFILE must be cpu or gpu, got '$SPADE_PROFILE'" >&2; exit 2 ;; esac
 
@@ -55,16 +62,16 @@ if [ -n "$SPADE_VENV" ]; then
   PATH=$SPADE_VENV/bin:$PATH
 fi
 command -v spade-loop >/dev/null || { echo "submit-round: spade-loop not found: set SPADE_VENV or PATH" >&2; exit 2; }
-export SPADE_CONFIG SPADE_ROUND=$round SPADE_VENV
+export SPADE_CONFIG SPADE_VENV
 SPADE_CONFIG=$(realpath "$config")
 
-stages=$(spade-loop "$SPADE_CONFIG" --list-stages --round "$round" -q)
-rdir=$(jq -r '.dir' <<<"$stages" | head -1)
-logs=${SPADE_SLURM_LOGS:-$rdir/slurm-logs}
-mkdir -p "$logs"
-if [ -n "$from" ] && ! jq -r .name <<<"$stages" | grep -qxF -- "$from"; then
-  echo "submit-round: round $round has no stage '$from'; it has $(jq -r .name <<<"$stages" | paste -sd' ')" >&2
-  exit 2
+list_stages() { spade-loop "$SPADE_CONFIG" --list-stages --round "$1" -q; }
+if [ -n "$from" ]; then
+  first=$(list_stages "$round")
+  if ! jq -r .name <<<"$first" | grep -qxF -- "$from"; then
+    echo "submit-round: round $round has no stage '$from'; it has $(jq -r .name <<<"$first" | paste -sd' ')" >&2
+    exit 2
+  fi
 fi
 
 resources() {  # resources STAGE NODES: the profile's sbatch arguments for a stage
@@ -82,7 +89,7 @@ resources() {  # resources STAGE NODES: the profile's sbatch arguments for a sta
   echo "${!var:-}"
 }
 
-names=() ids=() prev=""
+names=() ids=() of_round=() prev=""
 cancel_submitted() {
   if [ ${#ids[@]} -gt 0 ]; then
     scancel "${ids[@]}" 2>/dev/null || true
@@ -94,7 +101,7 @@ sub() {  # sub NAME JOBNAME [sbatch args...]: submit stage.sbatch, remember its 
   local -a extra
   # The user's sbatch arguments split on blanks, never globbed.
   read -ra extra <<<"$(resources "$name" "${nodes:-1}" | tr '\n' ' ')"
-  out=$(sbatch --parsable --kill-on-invalid-dep=yes --job-name "spade-r$round-$job" \
+  out=$(sbatch --parsable --kill-on-invalid-dep=yes --job-name "spade-r$r-$job" \
     ${prev:+--dependency=afterok:$prev} "$@" "${extra[@]}" "$here/stage.sbatch" 2>&1) || status=$?
   id=${out%%;*}
   if [ $status -ne 0 ] || ! [[ $id =~ ^[0-9]+$ ]]; then
@@ -103,25 +110,32 @@ sub() {  # sub NAME JOBNAME [sbatch args...]: submit stage.sbatch, remember its 
     cancel_submitted
     exit $((status ? status : 1))
   fi
-  names+=("$job=$id") ids+=("$id") prev=$id
+  names+=("$job=$id") ids+=("$id") of_round+=("$r") prev=$id
 }
 
-started=$([ -z "$from" ] && echo 1 || echo 0)
-while IFS=$'\t' read -r name shardable nodes; do
-  [ "$name" = "$from" ] && started=1
-  [ "$started" = 1 ] || continue
-  env="ALL,SPADE_STAGE=$name,SPADE_SHARDS=,SPADE_MERGE="
-  if [ "$shardable" = true ] && [ "$shards" -gt 1 ]; then
-    sub "$name" "$name" --array="0-$((shards - 1))" --output="$logs/%x-%A_%a.out" \
-      --export="ALL,SPADE_STAGE=$name,SPADE_SHARDS=$shards,SPADE_MERGE="
-    sub "$name" "$name-merge" --output="$logs/%x-%j.out" \
-      --export="ALL,SPADE_STAGE=$name,SPADE_SHARDS=,SPADE_MERGE=$shards"
-  else
-    sub "$name" "$name" --output="$logs/%x-%j.out" --export="$env"
-  fi
-done < <(jq -r '[.name, .shardable, .nodes] | @tsv' <<<"$stages")
-echo "round $round: ${names[*]}"
-echo "submit-round: logs in $logs; watch with: squeue -j $(IFS=,; echo "${ids[*]}")" >&2
+for ((r = round; r <= through; r++)); do
+  stages=$(list_stages "$r")
+  rdir=$(jq -r '.dir' <<<"$stages" | head -1)
+  logs=${SPADE_SLURM_LOGS:-$rdir/slurm-logs}
+  mkdir -p "$logs"
+  start=${#names[@]}
+  started=$([ -z "$from" ] || [ "$r" -gt "$round" ] && echo 1 || echo 0)
+  while IFS=$'\t' read -r name shardable nodes; do
+    [ "$name" = "$from" ] && started=1
+    [ "$started" = 1 ] || continue
+    export_="ALL,SPADE_ROUND=$r,SPADE_STAGE=$name"
+    if [ "$shardable" = true ] && [ "$shards" -gt 1 ]; then
+      sub "$name" "$name" --array="0-$((shards - 1))" --output="$logs/%x-%A_%a.out" \
+        --export="$export_,SPADE_SHARDS=$shards,SPADE_MERGE="
+      sub "$name" "$name-merge" --output="$logs/%x-%j.out" \
+        --export="$export_,SPADE_SHARDS=,SPADE_MERGE=$shards"
+    else
+      sub "$name" "$name" --output="$logs/%x-%j.out" --export="$export_,SPADE_SHARDS=,SPADE_MERGE="
+    fi
+  done < <(jq -r '[.name, .shardable, .nodes] | @tsv' <<<"$stages")
+  echo "round $r: ${names[*]:$start}"
+done
+echo "submit-round: logs in each round's slurm-logs; watch with: squeue -j $(IFS=,; echo "${ids[*]}")" >&2
 [ "$wait" = 1 ] || exit 0
 
 # --wait: poll until no job of the chain is pending or running. A job's final state is
@@ -152,9 +166,10 @@ while :; do
   [ $active = 0 ] && break
   sleep "${SPADE_WAIT_POLL:-2}"
 done
-code=0 failed="" log="" also=() cancelled=()
+code=0 failed="" failed_round="" log="" also=() cancelled=()
 for i in "${!ids[@]}"; do
   name=${names[$i]%=*}
+  [ "$through" -gt "$round" ] && name="r${of_round[$i]}/$name"
   while IFS= read -r line; do
     [ -n "$line" ] || continue
     state=$(field JobState "$line")
@@ -167,21 +182,24 @@ for i in "${!ids[@]}"; do
       code=$(( exit_code > 0 ? exit_code : 1 ))
       log=$(field StdOut "$line")
       failed="stage $name${task:+ task $task} ended $state (exit $exit_code); log: $log"
+      failed_round=${of_round[$i]}
     else
       also+=("$name${task:+ task $task} ($state)")
     fi
   done <<<"${final[${ids[$i]}]}"
 done
+what="round $round"; [ "$through" -gt "$round" ] && what="rounds $round-$through"
 if [ -z "$failed" ] && [ ${#cancelled[@]} -eq 0 ]; then
-  echo "submit-round: round $round done" >&2
+  echo "submit-round: $what done" >&2
   exit 0
 fi
-echo "submit-round: round $round: ${failed:-a stage did not complete}" >&2
+echo "submit-round: $what: ${failed:-a stage did not complete}" >&2
 if [ -n "$log" ] && [ -f "$log" ]; then tail -n 3 "$log" | sed 's/^/  | /' >&2; fi
 if [ ${#also[@]} -gt 0 ]; then echo "submit-round: also ended early: ${also[*]}" >&2; fi
 if [ ${#cancelled[@]} -gt 0 ]; then
   echo "submit-round: not run: $(printf '%s\n' "${cancelled[@]}" | uniq | paste -sd' ')" >&2
 fi
-first=$(printf '%s\n' "$failed" | sed -n 's/^stage \([^ ]*\).*/\1/p'); first=${first%-merge}
-echo "submit-round: resume with: $0 --from ${first:-STAGE} $config $round $shards" >&2
+first=$(printf '%s\n' "$failed" | sed -n 's/^stage \([^ ]*\).*/\1/p'); first=${first%-merge}; first=${first#r*/}
+again=${failed_round:-$round}
+echo "submit-round: resume with: $0 --from ${first:-STAGE}$([ "$through" -gt "$again" ] && echo " --through $through") $config $again $shards" >&2
 exit "$code"
