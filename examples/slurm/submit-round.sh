@@ -135,7 +135,7 @@ for ((r = round; r <= through; r++)); do
   done < <(jq -r '[.name, .shardable, .nodes] | @tsv' <<<"$stages")
   echo "round $r: ${names[*]:$start}"
 done
-echo "submit-round: logs in each round's slurm-logs; watch with: squeue -j $(IFS=,; echo "${ids[*]}")" >&2
+echo "submit-round: logs in ${SPADE_SLURM_LOGS:-round-NNN/slurm-logs}; watch with: squeue -j $(IFS=,; echo "${ids[*]}")" >&2
 [ "$wait" = 1 ] || exit 0
 
 # --wait: poll until no job of the chain is pending or running. A job's final state is
