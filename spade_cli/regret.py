@@ -51,7 +51,7 @@ from typing import Any
 
 from . import memory
 from .dedup import THRESHOLD, code_hash
-from .options import ESTIMATORS, RewardShape
+from .options import RewardShape
 
 CLIPPED = ("mean-gap", "max-gap", "learnability")
 DEFAULT_ESTIMATOR = "blend"
@@ -362,13 +362,13 @@ class Scorer:
 
 
 def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig) -> dict:
-    """A step-1 score after a window of `steps` agent steps on the same environment: the
-    win rate and return variance (and so the plateau, the variance reward and the rewards
+    """A step-1 score after a window of `steps` agent steps on the same environment: the win
+    rate and return variance (and so the plateau, the variance reward and the rewards
     built on them: blend, solve-rate, regret-var, learnability) over all the window's
     no-hint plays, the first step's and the re-plays'; the regret stays as measured at
-    the first step, where hinted and no-hint plays were matched in time. A score without a measured reward (invalid, duplicate, no episodes)
-    and the regret-only rewards stay as they are; learning-potential keeps the EMA step of
-    the first measurement."""
+    the first step, where hinted and no-hint plays were matched in time. A score without
+    a measured reward (invalid, duplicate, no episodes) and the regret-only rewards stay
+    as they are; learning-potential keeps the EMA step of the first measurement."""
     comp = sc.get("components")
     if (not sc.get("valid") or sc.get("reason") == "duplicate" or sc.get("reward") is None
             or not isinstance(comp, dict) or comp.get("regret") is None):
