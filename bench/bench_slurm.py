@@ -2,8 +2,8 @@
 (one process running the same stages), on the same config and a local one-node Slurm
 (examples/slurm/local-cluster.sh; needs root on Debian, or a running slurm-wlm).
 
-The config is the demo's (tiny offline model, the bundled demo corpus, both built once
-into a temporary directory). The Slurm figure includes every job's start (a fresh
+The config is the one tests/test_slurm.py runs (tiny offline model, the bundled demo
+corpus, both built once into a temporary directory). The Slurm figure includes every job's start (a fresh
 `spade-loop --stage` process) and the scheduler's reaction time between jobs; with
 SHARDS > 1 the map stages run as array tasks side by side.
 
@@ -25,29 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CONFIG = """
-name = "{name}"
-rounds = 1
-seed = 0
-runs_dir = "{runs}"
-[model]
-path = "{model}"
-engine = "hf"
-[corpus]
-paths = ["{corpus}"]
-docs_per_round = 2
-[design]
-designs_per_doc = 2
-max_tokens = 64
-[rollout]
-episodes = 2
-max_turns = 3
-max_tokens = 32
-replay = 2
-[train]
-role = "both"
-epochs = 1
-"""
+from tests.test_slurm import write_config  # noqa: E402  (the round the Slurm tests run)
 
 
 def main() -> None:
@@ -76,8 +54,7 @@ def main() -> None:
         times = {}
         for name, cmd in (("spade-loop", ["spade-loop", "-q"]),
                           ("slurm", [str(ROOT / "examples/slurm/submit-round.sh"), "--wait"])):
-            config = d / f"{name}.toml"
-            config.write_text(CONFIG.format(name=name, runs=d / "runs", model=model, corpus=corpus))
+            config = write_config({"runs": d / "runs", "model": str(model), "corpus": str(corpus)}, name)
             extra = ["1", str(args.shards)] if name == "slurm" else []
             t = time.perf_counter()
             subprocess.run([*cmd, str(config), *extra], env=env, check=True,

@@ -119,11 +119,9 @@ def interleave(good: list[dict], bad: list[dict]) -> list[dict]:
     return mixed
 
 
-def test_spade_validate_survives_every_hostile_candidate(tmp_path):
-    good = [design(f"good-{i}", env(f"good-{i}")) for i in range(3)]
-    good.append(design("surrogate-doc", SURROGATE_DOC))
-    bad = [design(name, code) for name, code in BAD_DESIGNS.items()]
-    args = ("validate", "-", "--seeds", "2", "--call-timeout", "10", "-j", "2")
+def survives(args: tuple, good: list[dict], bad: list[dict]) -> bytes:
+    """The stage's output for the good and bad records interleaved, after checking that
+    every record is there and every good one is byte-identical to a run without the bad."""
     clean = run_cli(*args, input=jsonl(good))
     mixed = run_cli(*args, input=jsonl(interleave(good, bad)))
     assert clean.returncode == 0, clean.stderr.decode()[-2000:]
@@ -132,7 +130,15 @@ def test_spade_validate_survives_every_hostile_candidate(tmp_path):
     assert set(theirs) == {r["id"] for r in good + bad}
     for rid, line in ours.items():
         assert theirs[rid] == line, rid
-    verdicts = {r["id"]: r["validation"] for r in records(mixed.stdout)}
+    return mixed.stdout
+
+
+def test_spade_validate_survives_every_hostile_candidate(tmp_path):
+    good = [design(f"good-{i}", env(f"good-{i}")) for i in range(3)]
+    good.append(design("surrogate-doc", SURROGATE_DOC))
+    bad = [design(name, code) for name, code in BAD_DESIGNS.items()]
+    mixed = survives(("validate", "-", "--seeds", "2", "--call-timeout", "10", "-j", "2"), good, bad)
+    verdicts = {r["id"]: r["validation"] for r in records(mixed)}
     assert verdicts["surrogate-doc"]["valid"], verdicts["surrogate-doc"]
     # The validator's random tool policy once called int("²") on this one; it is fine.
     assert verdicts["superscript-obs"]["valid"], verdicts["superscript-obs"]
@@ -149,23 +155,15 @@ def test_spade_validate_survives_every_hostile_candidate(tmp_path):
 def test_spade_rollout_survives_every_hostile_environment(tmp_path):
     good = [validated(f"good-{i}", env(f"good-{i}")) for i in range(3)]
     bad = [validated(name, code) for name, code in BAD_ROLLOUTS.items()]
-    args = ("rollout", "-", "--agent", "replay", "-k", "2", "--call-timeout", "10")
-    clean = run_cli(*args, input=jsonl(good))
-    mixed = run_cli(*args, input=jsonl(interleave(good, bad)))
-    assert clean.returncode == 0, clean.stderr.decode()[-2000:]
-    assert mixed.returncode == 0, mixed.stderr.decode()[-2000:]
-    ours, theirs = timeless(clean.stdout), timeless(mixed.stdout)
-    assert set(theirs) == {r["id"] for r in good + bad}
-    for rid, line in ours.items():
-        assert theirs[rid] == line, rid
-    played = {r["id"]: r["rollouts"] for r in records(mixed.stdout)}
+    mixed = survives(("rollout", "-", "--agent", "replay", "-k", "2", "--call-timeout", "10"), good, bad)
+    played = {r["id"]: r["rollouts"] for r in records(mixed)}
     for name in BAD_ROLLOUTS:
         ro = played[name]
         assert ro.get("contract_broken"), (name, ro)
         for ep in ro["nohint"] + ro["hint"]:
             assert ep["stop"] == "env_error" and ep["contract_broken"], (name, ep)
     # spade-regret scores the broken ones invalid
-    scored = run_cli("regret", "-", input=mixed.stdout)
+    scored = run_cli("regret", "-", input=mixed)
     assert scored.returncode == 0, scored.stderr.decode()[-2000:]
     scores = {r["id"]: r["score"] for r in records(scored.stdout)}
     for name in BAD_ROLLOUTS:
