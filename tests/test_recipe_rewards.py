@@ -9,7 +9,7 @@ from spade_cli import regret
 from spade_cli.options import RewardShape
 from spade_cli.train.samples import read_groups
 
-from .conftest import run_cli
+from .helpers import run_cli
 from .test_memory import GUESS, NIM
 from .test_regret import cand, jsonl, parse
 

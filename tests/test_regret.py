@@ -10,7 +10,7 @@ import pytest
 from spade_cli import memory, regret
 from spade_cli.records import new_record
 
-from .conftest import run_cli
+from .helpers import run_cli
 from .test_memory import BANK, GUESS, GUESS_REFORMATTED, GUESS_RENAMED, NIM, variants
 
 ENVS = Path(__file__).parent / "data" / "envs"

@@ -12,24 +12,16 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from spade_cli.envs import checks, shared_checks
-from spade_cli.envs.shared_checks import Rejected
 from spade_cli.envs.gym_wrapper import SandboxedEnv
 from spade_cli.envs.library import broken_designs, library_candidates
+from spade_cli.envs.shared_checks import Rejected
 from spade_cli.envs.validation import candidate_code, seeds_for, validate_records
 from spade_cli.records import REASONS
-from spade_cli.sandbox import EnvSession, SandboxConfig, check_sandbox
+from spade_cli.sandbox import EnvSession, SandboxConfig
 
+from .helpers import bwrap_works
 
-def _bwrap_works() -> bool:
-    try:
-        check_sandbox()
-        return True
-    except Exception:
-        return False
-
-
-BWRAP = _bwrap_works()
-needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bwrap cannot build a sandbox here")
+BWRAP = bwrap_works()
 
 
 def config(**kw) -> SandboxConfig:
@@ -260,7 +252,7 @@ def _sandbox_uid_processes() -> list[int]:
     return pids
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 @pytest.mark.slow
 def test_hostile_batch_is_contained_and_good_envs_still_validate():
     recs = []
