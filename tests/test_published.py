@@ -316,7 +316,7 @@ def test_manifest_columns_give_the_skill(tmp_path):
 def test_design_in_the_published_contract(tiny_model):
     from spade_cli.design import design_records, load_contract
     from spade_cli.engines import Sampling, load_engine
-    from spade_cli.options import DesignSettings
+    from spade_cli.stage_settings import DesignSettings
 
     text = load_contract("published")
     assert "\\boxed{" in text and "solution(self)" in text and "standard library" in text

@@ -22,9 +22,9 @@ from ..cli import (
     stage_command,
 )
 from ..errors import UsageError
-from ..options import RegretSettings
 from ..recordio import RecordReader, atomic_write_bytes
 from ..regret import ScoreConfig, Scorer, summarize, summary_lines, window_score
+from ..stage_settings import RegretSettings
 
 app = make_app(
     "Score candidates: regret of the agent on each valid environment (hinted minus unhinted "

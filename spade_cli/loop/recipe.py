@@ -13,8 +13,8 @@ import dataclasses
 import shlex
 from pathlib import Path
 
-from .. import settings as st
-from ..options import TrainSettings
+from .. import declare as st
+from ..stage_settings import TrainSettings
 from .config import LoopConfig
 from .layout import (
     MEMORY,

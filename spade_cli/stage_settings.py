@@ -1,12 +1,12 @@
-"""Every stage's settings, declared once (see `settings.py` for what a declaration gives).
+"""Every stage's settings, declared once (see `declare.py` for what a declaration gives).
 
 Each class is one stage: its fields are the options of that stage's command and the
 keys of its table in a loop config (`TABLE`). Fields marked `cli=False` exist only in
 the loop's config (they shape the round, not the command). Run-time arguments that the
 loop sets per round (inputs, outputs, --seed, --round, --memory, --shard) are not
 settings: each command declares those itself. Shared groups live with their packages:
-`engines.options.EngineOptions` (`[model]`), `engines.Sampling` (nested in each
-generating stage with its own defaults), `sandbox.options.SandboxOptions` (`[sandbox]`).
+`engines.settings.EngineSettings` (`[model]`), `engines.Sampling` (nested in each
+generating stage with its own defaults), `sandbox.settings.SandboxSettings` (`[sandbox]`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .declare import group, option
 from .engines.base import Sampling
 from .envs.contracts import ACTION_FORMATS, CONTRACT_CHOICES
-from .settings import group, option
 
 ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "regret-var", "mean-gap", "max-gap",
               "learnability")
