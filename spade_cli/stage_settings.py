@@ -57,8 +57,11 @@ class SampleDocsSettings:
 class DesignSettings:
     TABLE: ClassVar[str] = "design"
 
-    designs_per_doc: int = option(4, "--num-designs", "-G", min=1, help="""G: designs sampled
-        per document, the designer's GRPO group.""")
+    designs_per_doc: int = option(4, "--num-designs", "-G", min=1, help="""G: with
+        --doc-per-group, the designs sampled from each document (one GRPO group sharing its
+        prompt); with --doc-per-design (the default) each document gives one design, and
+        spade-loop samples G times corpus.docs_per_round documents (a group is then the
+        designs of one skill).""")
     sampling: Sampling = group(Sampling, max_tokens=2048)
     no_doc: bool = option(False, "--no-doc", help="Ablation: design without the grounding document.")
     no_memory: bool = option(False, "--no-memory", help="Ablation: no exemplars, no listing.")

@@ -109,8 +109,9 @@ def design(
     if not engine.path:
         raise UsageError("--model is required (a model directory; `spade-init-model DIR` builds a tiny one)")
     eng = engine.load(seed=seed)
+    per_doc = 1 if settings.doc_per_design else settings.designs_per_doc
     log.info("designing with %s engine on %s: %d per doc, %d memory entries%s", eng.name, eng.model,
-             settings.designs_per_doc, len(entries), " (no doc)" if settings.no_doc else "")
+             per_doc, len(entries), " (no doc)" if settings.no_doc else "")
     n = 0
     try:
         with open_output(output, zstd) as out:
