@@ -17,18 +17,15 @@ from pathlib import Path
 
 from .helpers import ROOT
 
-PACKAGE = ROOT / "spade_cli"
-# Designer exemplars and deliberately broken designs: environment modules, not the package.
-NOT_PACKAGE = PACKAGE / "envs" / "examples"
 MAX_LINES = 400
 
 # Modules over MAX_LINES lines, each with the one job it does. A module that grows past
 # the limit fails the test until it is split or listed here with its job.
 LONG_MODULES = {
     "spade_cli/recordio.py": "reading and writing record streams (compression, atomic output)",
-    "spade_cli/corpus/sampler.py": "sampling documents from a corpus",
-    "spade_cli/sandbox/session.py": "the parent's side of a sandboxed worker",
-    "spade_cli/rollout/runner.py": "running a batch of episodes",
+    "spade_cli/corpus/sampler.py": "uniform sampling of documents from a corpus",
+    "spade_cli/sandbox/session.py": "EnvSession, the parent's handle on one sandboxed worker",
+    "spade_cli/rollout/runner.py": "the rollout stage: all episodes in flight, turn by turn",
     # Its hardening moves to a module of its own (issue 25).
     "spade_cli/sandbox/worker.py": "the worker inside the sandbox",
 }
@@ -52,6 +49,7 @@ def module_name(path: Path, root: Path) -> str:
 
 def package_modules(root: Path) -> dict[str, Path]:
     pkg = root / "spade_cli"
+    # Designer exemplars and deliberately broken designs: environment modules, not ours.
     skip = pkg / "envs" / "examples"
     return {module_name(p, root): p for p in sorted(pkg.rglob("*.py")) if skip not in p.parents}
 
