@@ -68,7 +68,7 @@ class DesignSettings:
     max_prompt_tokens: int | None = option(None, "--max-prompt-tokens", min=64, help="""Budget of
         the whole prompt (default: context minus --max-tokens).""")
     prompt: str | None = option(None, "--prompt", help="""Prompt template file replacing the
-        packaged one (README "spade-design").""")
+        packaged one (docs/commands/spade-design.md).""")
     batch_docs: int = option(8, "--batch-docs", min=1, help="""Documents whose designs are
         generated in one engine call.""")
     attempts: int = option(3, cli=False, min=1, help="""Design passes per round: a document whose
@@ -212,8 +212,8 @@ class RegretSettings:
 
     estimator: str = option("blend", "--estimator", "-e", choices=ESTIMATORS, help="""The
         designer's reward: blend, regret, solve-rate, learning-potential, regret-var (the
-        published variants) or the raw estimators mean-gap, max-gap, learnability (README
-        "spade-regret").""")
+        published variants) or the raw estimators mean-gap, max-gap, learnability
+        (docs/commands/spade-regret.md).""")
     invalid: str = option("drop", "--invalid", choices=("drop", "penalty"), help="""Invalid designs
         and duplicates: drop (no designer sample, as published) or penalty (trained with
         --invalid-penalty / --duplicate-penalty).""")

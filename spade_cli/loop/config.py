@@ -3,10 +3,10 @@
 A table per stage, and each table is that stage's settings class (`options.py`,
 `engines.options`, `sandbox.options`): the same declarations give the commands their
 flags, so a field here and the flag of the command it configures cannot disagree (the
-README "spade-loop" and `spade-loop --show-config` print them). Unknown tables or
-fields, and values of the wrong type or out of bounds, are errors that name the field.
-`extra_args` in any stage table passes raw flags through to that stage's command, for
-options the config does not model.
+config table of docs/commands/spade-loop.md and `spade-loop --show-config` print them).
+Unknown tables or fields, and values of the wrong type or out of bounds, are errors that
+name the field. `extra_args` in any stage table passes raw flags through to that stage's
+command, for options the config does not model.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def to_dict(cfg: LoopConfig) -> dict[str, Any]:
 
 
 def describe_fields() -> list[tuple[str, str, str]]:
-    """(field, default, documentation) rows for the README and `spade-loop --show-config`."""
+    """(field, default, documentation) rows for the docs and `spade-loop --show-config`."""
     import ast
     import inspect
 
