@@ -197,6 +197,17 @@ def test_links_and_paths_in_the_manual_exist():
     assert not broken, "\n".join(broken)
 
 
+def test_the_module_map_names_modules_that_exist():
+    """The map of where things live (paths under spade_cli/) follows the code's layout."""
+    text = (ROOT / "docs" / "concepts" / "conventions.md").read_text()
+    section = text.partition("## Where things live")[2]
+    assert section
+    spans = re.findall(r"`([\w/]+(?:\.py|\.md|/))`", section)
+    missing = [s for s in spans if not (ROOT / "spade_cli" / s).exists()
+               and not (ROOT / s).exists()]
+    assert spans and not missing, f"docs/concepts/conventions.md names missing modules: {missing}"
+
+
 # --------------------------------------------------------------------------- the site
 
 
