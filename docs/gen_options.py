@@ -53,6 +53,7 @@ def page_path(name: str) -> Path:
 
 
 def format_default(value) -> str:
+    """A default as the tables show it: TOML's spelling in a code span, empty when unset."""
     if value is None or value == [] or value == ():
         return ""
     if isinstance(value, bool):
@@ -79,7 +80,8 @@ def _range(param) -> str:
 
 
 def config_keys(command) -> dict[str, str]:
-    """Option name -> `[table] field` for the options a settings class declares."""
+    """Option name -> `table.field`, its config key, for the options a settings class
+    declares (the rest are run-time arguments, set on the command line only)."""
     from spade_cli import settings as st
 
     groups = getattr(command.callback, "_spade_groups", {})
@@ -93,8 +95,10 @@ def rows(command) -> list[Row]:
     out = []
     for p in command.params:
         if p.param_type_name == "argument":
-            flags = p.name.upper() + ("..." if p.nargs == -1 or p.multiple else "")
-            default = "" if p.required else (format_default(p.default) or "stdin" * (p.nargs == -1))
+            many = p.nargs == -1 or p.multiple
+            flags = p.name.upper() + ("..." if many else "")
+            # Optional input files read stdin when none are given.
+            default = "stdin" if many and not p.required else format_default(p.default)
         else:
             if "--help" in p.opts:
                 continue
