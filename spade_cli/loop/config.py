@@ -41,7 +41,8 @@ class BaselineSettings:
         writes environments) or fixed-pool (no designer: the agent trains on a fixed pool of
         environments).""")
     pool: str = option("library", cli=False, help="""Fixed pool for mode = fixed-pool: "library"
-        (the example environments), "reasoning-gym" or "reasoning-gym:fam1,fam2" (its task
+        (the example environments), "micro" (the micro world's families at every level),
+        "reasoning-gym" or "reasoning-gym:fam1,fam2" (its task
         families as environments; needs the eval extra), or a candidates file.""")
     pool_size: int = option(8, cli=False, min=1, help="Environments drawn from the pool each round.")
 
@@ -56,6 +57,11 @@ class LoopSettings:
         without hints on the previous step's checkpoint and trains the agent again; then the
         designer trains once, its win rate over all the round's no-hint plays. 1: one update
         on both roles' samples.""")
+    world: str = option("spade", cli=False, choices=("spade", "micro"), help="""spade: the example
+        library is the first memory and, without a model path, the tiny random model is built;
+        micro: the micro world (spade_cli/micro/): the micro library is the first memory and
+        the fixed pool, and the pretrained micro model (spade-init-model --kind micro, cached)
+        is the base model.""")
 
 
 STAGE_TABLES: dict[str, type] = {

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import settings as st
+from ..micro import LIBRARY as MICRO_LIBRARY
 from ..options import TrainSettings
 from .config import LoopConfig
 
@@ -76,7 +77,7 @@ def memory_in(cfg: LoopConfig, r: int) -> Path | None:
 
 
 def base_model(cfg: LoopConfig) -> str:
-    return cfg.model.path or str(cfg.run_dir / "tiny-model")
+    return cfg.model.path or str(cfg.run_dir / ("micro-model" if cfg.loop.world == "micro" else "tiny-model"))
 
 
 def model_of(cfg: LoopConfig, r: int) -> str:
@@ -117,13 +118,16 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     validated, replay = d / "validated.jsonl.zst", d / "replay.jsonl.zst"
     rollouts, scored, memory_out = d / "rollouts.jsonl.zst", d / "scored.jsonl.zst", d / "memory.jsonl.zst"
     out: list[Stage] = []
+    micro = cfg.loop.world == "micro"
+    library_args = ["--library", str(MICRO_LIBRARY)] if micro else []
 
     if r == 1 and not cfg.model.path:
         tiny = Path(base_model(cfg))
-        out.append(Stage("init-model", "init-model", [str(tiny)], ["--seed", str(cfg.seed), "--force"],
+        out.append(Stage("init-model", "init-model", [str(tiny)],
+                         ["--kind", "micro" if micro else "tiny", "--seed", str(cfg.seed), "--force"],
                          outputs=[tiny / "config.json"]))
     if r == 1 and mem is not None:
-        out.append(Stage("memory-init", "memory", ["init", str(mem)], outputs=[mem]))
+        out.append(Stage("memory-init", "memory", ["init", str(mem), *library_args], outputs=[mem]))
 
     rollout_order = [str(validated)]
     replay_args: list[str] = []
@@ -138,7 +142,8 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     if cfg.baseline.mode == "fixed-pool":
         from ..envs.library import library_dir
 
-        pool = str(library_dir()) if cfg.baseline.pool == "library" else cfg.baseline.pool
+        pool = (str(library_dir()) if cfg.baseline.pool == "library" else
+                str(MICRO_LIBRARY) if cfg.baseline.pool == "micro" else cfg.baseline.pool)
         if pool.startswith("reasoning-gym"):
             # The task families as contract environments, then drawn like any pool.
             source = d / "pool-source.jsonl.zst"

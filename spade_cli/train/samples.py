@@ -226,8 +226,11 @@ def read_groups(
     designer_scale_cap: float = 50.0,
     designer_interval: int = 1,
     group_size: int | None = None,
+    shuffle_designer_rewards: int | None = None,
 ) -> tuple[list[list[Sample]], BuildStats]:
-    """Read candidate records into groups of samples, in first-seen order."""
+    """Read candidate records into groups of samples, in first-seen order.
+    `shuffle_designer_rewards` (a seed) permutes the rewards within each designer pool: the
+    negative control, whose designer learns from no signal at all."""
     if role not in ROLES:
         raise UsageError(f"--role must be one of {', '.join(ROLES)}, got {role!r}")
     reader = RecordReader(inputs, kind="candidate")
@@ -260,6 +263,11 @@ def read_groups(
     scale = designer_scale_of(designer_scale, agent_n, designer_n, designer_scale_cap, designer_interval)
     for members in groups.values():
         if members[0].role == "designer" and len(members) > 1:
+            if shuffle_designer_rewards is not None:
+                rewards = [m.reward for m in members]
+                random.Random(f"{shuffle_designer_rewards}:{members[0].group}").shuffle(rewards)
+                for m, r in zip(members, rewards, strict=True):
+                    m.reward = r
             if not set_designer_advantages(members, designer_baseline, scale):
                 stats.skipped["flat_reward_group"] += 1
                 continue
