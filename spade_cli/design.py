@@ -47,8 +47,8 @@ from pathlib import Path
 
 from .engines import Engine, Sampling
 from .errors import UsageError
-from .options import DesignSettings
 from .records import make_id, new_record, seed_for
+from .stage_settings import DesignSettings
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 PLACEHOLDERS = ("contract", "document", "source", "exemplars", "listing", "round", "skill", "difficulty",

@@ -24,10 +24,10 @@ from ..cli import (
     stage_command,
 )
 from ..errors import UsageError
-from ..options import ValidateSettings
 from ..recordio import RecordReader, RecordWriter
 from ..records import REASONS
-from ..sandbox.options import SandboxOptions
+from ..sandbox.settings import SandboxSettings
+from ..stage_settings import ValidateSettings
 
 app = make_app(
     "Validate candidate environments: extract the code of each design and run it, in the "
@@ -41,7 +41,7 @@ app = make_app(
 )
 
 
-@stage_command(app, settings=ValidateSettings, sandbox=SandboxOptions)
+@stage_command(app, settings=ValidateSettings, sandbox=SandboxSettings)
 def validate(
     inputs: Inputs = None,
     output: Output = "-",
@@ -56,7 +56,7 @@ def validate(
     zstd: Zstd = False,
     *,
     settings: ValidateSettings,
-    sandbox: SandboxOptions,
+    sandbox: SandboxSettings,
 ) -> None:
     from ..envs.validation import validate_records
     from ..sandbox import EnvSession, check_sandbox

@@ -24,7 +24,8 @@ import json
 import random
 import re
 
-from .checks import (
+from .contracts import _BOXED, solution_actions
+from .shared_checks import (
     SOLVED,
     CheckEpisode,
     Policy,
@@ -41,7 +42,6 @@ from .checks import (
     run_episode,
     session_metadata,
 )
-from .contracts import _BOXED, solution_actions
 
 PUBLISHED_CHECKS = ("loads", "resets", "three_steps", "deterministic", "reward_range",
                     "terminates", "hint_leak", "not_trivial", "resources")

@@ -1,7 +1,7 @@
 """The spade-loop run configuration: one TOML file, every field with a default.
 
-A table per stage, and each table is that stage's settings class (`options.py`,
-`engines.options`, `sandbox.options`): the same declarations give the commands their
+A table per stage, and each table is that stage's settings class (`stage_settings.py`,
+`engines.settings`, `sandbox.settings`): the same declarations give the commands their
 flags, so a field here and the flag of the command it configures cannot disagree (the
 config table of docs/commands/spade-loop.md and `spade-loop --show-config` print them).
 Unknown tables or fields, and values of the wrong type or out of bounds, are errors that
@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import settings as st
-from ..engines.options import EngineOptions
+from .. import declare as st
+from ..declare import option, read_toml
+from ..engines.settings import EngineSettings
 from ..errors import UsageError
-from ..options import (
+from ..sandbox.settings import SandboxSettings
+from ..stage_settings import (
     DesignSettings,
     EvalSettings,
     HintSettings,
@@ -29,8 +31,6 @@ from ..options import (
     TrainSettings,
     ValidateSettings,
 )
-from ..sandbox.options import SandboxOptions
-from ..settings import option, read_toml
 
 
 @dataclass
@@ -66,10 +66,10 @@ class LoopSettings:
 
 STAGE_TABLES: dict[str, type] = {
     "loop": LoopSettings,
-    "model": EngineOptions, "corpus": SampleDocsSettings, "design": DesignSettings,
+    "model": EngineSettings, "corpus": SampleDocsSettings, "design": DesignSettings,
     "validate": ValidateSettings, "hint": HintSettings, "rollout": RolloutSettings, "regret": RegretSettings,
     "train": TrainSettings, "baseline": BaselineSettings, "eval": EvalSettings,
-    "sandbox": SandboxOptions,
+    "sandbox": SandboxSettings,
 }
 
 
@@ -84,7 +84,7 @@ class LoopConfig:
     seed: int = 0
     """Master seed; round r's stages get seed * 1000 + r."""
     loop: LoopSettings = field(default_factory=LoopSettings)
-    model: EngineOptions = field(default_factory=EngineOptions)
+    model: EngineSettings = field(default_factory=EngineSettings)
     corpus: SampleDocsSettings = field(default_factory=SampleDocsSettings)
     design: DesignSettings = field(default_factory=DesignSettings)
     validate: ValidateSettings = field(default_factory=ValidateSettings)
@@ -94,7 +94,7 @@ class LoopConfig:
     train: TrainSettings = field(default_factory=TrainSettings)
     baseline: BaselineSettings = field(default_factory=BaselineSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
-    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     extra_args: dict[str, list[str]] = field(default_factory=dict)
     """Raw extra flags per stage table (`extra_args = [...]` in that table)."""
 

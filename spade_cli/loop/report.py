@@ -12,10 +12,18 @@ import orjson
 from .. import SCHEMA_VERSION
 from ..recordio import RecordReader, atomic_write_bytes
 from ..records import make_id
+from .layout import (
+    SCORED,
+    SCORED_WINDOW,
+    Round,
+    checkpoint_record,
+    step_rollouts,
+    train_metrics_file,
+)
+from .recipe import round_stages
 
 if TYPE_CHECKING:
     from .config import LoopConfig
-    from .runner import Round
 
 
 COMPONENTS = ("regret", "win_rate", "plateau", "scaled_regret", "variance_reward")
@@ -98,13 +106,11 @@ def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[s
     """One row per agent step of the round: its no-hint plays (win rate = mean return, as
     the designer's reward reads it, and success rate), its optimizer steps and loss, and
     its stages' seconds; then the designer's step."""
-    from .recipe import round_stages
-
     seconds = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
     names = {stage.name for stage in round_stages(cfg, rnd.r)}
     rows = []
     for s in range(1, cfg.loop.agent_steps + 1):
-        plays = scored if s == 1 else _records(rnd.path(f"rollouts-s{s}.jsonl.zst"))
+        plays = scored if s == 1 else _records(rnd.path(step_rollouts(s)))
         eps = [ep for c in plays for ep in (c.get("rollouts") or {}).get("nohint") or []]
         name = f"train-s{s}" if f"train-s{s}" in names else "train"
         tm = _step_train(rnd, "" if name == "train" else f"-s{s}")
@@ -124,8 +130,8 @@ def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[s
 def _step_train(rnd: Round, tag: str) -> dict[str, Any]:
     """A train stage's optimizer steps and losses (its metrics file) and its checkpoint's
     format (`unchanged` when no group had a reward spread)."""
-    tm = train_metrics(rnd.path(f"train-metrics{tag}.jsonl"))
-    rec = rnd.path(f"checkpoint{tag}.jsonl")
+    tm = train_metrics(rnd.path(train_metrics_file(tag)))
+    rec = rnd.path(checkpoint_record(tag))
     ckpt = orjson.loads(rec.read_bytes().splitlines()[0]) if rec.exists() else {}
     return {"train_steps": tm.get("train_steps", ckpt.get("steps")), "train_loss_last": tm.get("train_loss_last"),
             "train_losses": tm.get("train_losses", []), "checkpoint_format": ckpt.get("format")}
@@ -136,7 +142,7 @@ def _records(path: Path) -> list[dict]:
 
 
 def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
-    scored = list(RecordReader([str(rnd.path("scored.jsonl.zst"))]))
+    scored = list(RecordReader([str(rnd.path(SCORED))]))
     stages = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
     summary = {
         "kind": "round",
@@ -147,13 +153,13 @@ def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
         "round": rnd.r,
         "model": rnd.model,
         **score_metrics(scored),
-        **train_metrics(rnd.path("train-metrics.jsonl")),
+        **train_metrics(rnd.path(train_metrics_file())),
         "stage_seconds": stages,
         "dir": str(rnd.dir),
     }
     if cfg.loop.agent_steps > 1:
         summary["steps"] = step_metrics(cfg, rnd, scored)
-        window = rnd.path("scored-window.jsonl.zst")
+        window = rnd.path(SCORED_WINDOW)
         if window.exists():
             # What the designer trained on: its rewards with the window's win rate.
             rescored = score_metrics(list(RecordReader([str(window)])))
@@ -201,6 +207,11 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
         return fig, ax
 
+    def legend(ax: Any, **kw: Any) -> None:
+        # Only over labelled artists: matplotlib warns on stderr when there are none.
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(**kw)
+
     def save(fig: Any, name: str) -> None:
         for ax in fig.axes:
             if ax.get_xlabel() == "round" and rounds:
@@ -225,8 +236,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
     for x, top, r in zip(rounds, bottom, rows, strict=True):
         if r.get("valid_rate") is not None:
             ax.annotate(f"{r['valid_rate']:.0%} valid", (x, top), ha="center", va="bottom", fontsize=8)
-    if reasons:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    legend(ax, fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     save(fig, "validity.png")
 
     # Regret of every environment played, per round: box plus the points themselves.
@@ -246,8 +256,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         if any(v is not None for v in vals):
             ax.plot(rounds, [float("nan") if v is None else v for v in vals], marker="o", label=label)
     ax.axhline(0, color="grey", lw=0.5)
-    if ax.lines[1:]:
-        ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     save(fig, "reward.png")
 
     # Success with and without the hint, side by side per round.
@@ -257,7 +266,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         bars = ax.bar([x + dx for x in rounds], [r.get(key) or 0 for r in rows], w, label=label)
         ax.bar_label(bars, fmt="%.2f", fontsize=7)
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=8)
+    legend(ax, fontsize=8)
     save(fig, "success.png")
 
     # Training loss over the optimizer steps of all rounds, one colour per round.
@@ -270,9 +279,8 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         if losses:
             ax.plot(range(step, step + len(losses)), losses, marker=".", label=f"round {r['round']}")
         step += len(losses)
-    if step:
-        ax.legend(fontsize=7)
-    else:
+    legend(ax, fontsize=7)
+    if not step:
         ax.text(0.5, 0.5, "no optimizer steps yet\n(no group had a reward spread)",
                 ha="center", va="center", transform=ax.transAxes, color="grey")
     save(fig, "training.png")
@@ -288,7 +296,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
                 pts = [(x, y) for x, y in pts if y is not None]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), marker="o", label=skill)
-        axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+        legend(axes[-1], fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
         save(fig, "skills.png")
     return paths
 

@@ -14,8 +14,8 @@ import json
 import tomllib
 from pathlib import Path
 
+from ..declare import read_toml
 from ..errors import UsageError
-from ..settings import read_toml
 from .trajectory import ChatFormat, NoTokens, tool_call_message
 
 PROMPT_KEYS = ("system", "text_rules", "tool_rules", "boxed_rules", "tool_call_rules", "hint")

@@ -1,12 +1,12 @@
-"""Every stage's settings, declared once (see `settings.py` for what a declaration gives).
+"""Every stage's settings, declared once (see `declare.py` for what a declaration gives).
 
 Each class is one stage: its fields are the options of that stage's command and the
 keys of its table in a loop config (`TABLE`). Fields marked `cli=False` exist only in
 the loop's config (they shape the round, not the command). Run-time arguments that the
 loop sets per round (inputs, outputs, --seed, --round, --memory, --shard) are not
 settings: each command declares those itself. Shared groups live with their packages:
-`engines.options.EngineOptions` (`[model]`), `engines.Sampling` (nested in each
-generating stage with its own defaults), `sandbox.options.SandboxOptions` (`[sandbox]`).
+`engines.settings.EngineSettings` (`[model]`), `engines.Sampling` (nested in each
+generating stage with its own defaults), `sandbox.settings.SandboxSettings` (`[sandbox]`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .declare import group, option
 from .engines.base import Sampling
 from .envs.contracts import ACTION_FORMATS, CONTRACT_CHOICES
-from .settings import group, option
 
 ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "regret-var", "mean-gap", "max-gap",
               "learnability")
@@ -57,8 +57,11 @@ class SampleDocsSettings:
 class DesignSettings:
     TABLE: ClassVar[str] = "design"
 
-    designs_per_doc: int = option(4, "--num-designs", "-G", min=1, help="""G: designs sampled
-        per document, the designer's GRPO group.""")
+    designs_per_doc: int = option(4, "--num-designs", "-G", min=1, help="""G: with
+        --doc-per-group, the designs sampled from each document (one GRPO group sharing its
+        prompt); with --doc-per-design (the default) each document gives one design, and
+        spade-loop samples G times corpus.docs_per_round documents (a group is then the
+        designs of one skill).""")
     sampling: Sampling = group(Sampling, max_tokens=2048)
     no_doc: bool = option(False, "--no-doc", help="Ablation: design without the grounding document.")
     no_memory: bool = option(False, "--no-memory", help="Ablation: no exemplars, no listing.")
