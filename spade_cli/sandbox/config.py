@@ -86,6 +86,13 @@ class SandboxConfig:
     """Largest reply line (one observation + info, JSON)."""
     output_bytes: int = 1 << 20
     """Most bytes the environment may print (stdout + stderr) during one call."""
+    episode_mb: int = 32
+    """Most the parent holds of one episode: the decoded size (Python objects) of every
+    reply from a reset() to the next (observations, info). Checked as each reply is read;
+    past it the session fails `flood`."""
+    session_mb: int = 128
+    """Most the parent holds of one worker over its whole life (metadata and tool specs,
+    every episode's replies): one candidate's checks in spade-validate. `flood` past it."""
     fork: bool = True
     """Fork workers from one preloaded sandboxed Python (ForkServer: milliseconds per worker)
     where that applies (root, Linux >= 5.3); else, or when False, each worker starts its

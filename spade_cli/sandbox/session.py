@@ -32,7 +32,7 @@ from .forkserver import ForkedProcess, Unavailable, fork_server
 from .keeper import spawn_from_keeper
 from .notices import warn_once, warn_unsafe
 from .uids import uids
-from .worker import MAX_DEPTH, protocol_problem
+from .worker import MAX_DEPTH, protocol_scan
 
 _TAIL = 4096  # bytes of the worker's stderr kept for error details
 
@@ -87,6 +87,8 @@ class EnvSession:
         self._buf = bytearray()
         self._tail = bytearray()
         self._printed = 0
+        self.held = 0  # decoded bytes of every reply so far (bounded by session_mb)
+        self._episode_held = 0  # of the replies since the last reset (episode_mb)
         self._pidfd: int | None = None
         self.sandbox_pid: int | None = None  # host pid of the sandbox's pid 1 (not unsafe mode)
         self._episode_end: float | None = None
@@ -109,6 +111,7 @@ class EnvSession:
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         with self._lock:
             self._episode_end = time.monotonic() + self.cfg.episode_timeout
+            self._episode_held = 0
             out = self._call({"op": "reset", "seed": seed, "options": options}, "reset()")
         if not (isinstance(out, list) and len(out) == 2):
             self._fail("protocol", "malformed reset reply")
@@ -389,9 +392,10 @@ class EnvSession:
             self._fail("protocol", f"{what}: reply out of sequence")
         # The worker bounds what it sends, but the environment shares its process and may
         # write to the channel itself: check again here.
-        problem = protocol_problem(msg, MAX_DEPTH + 1)  # the result sits one level down
+        problem, size = protocol_scan(msg, MAX_DEPTH + 1)  # the result sits one level down
         if problem is not None:
             self._fail("protocol", f"{what}: the reply holds {problem}"[:2000])
+        self._hold(size, what)
         if msg.get("ok") is True:
             return msg.get("result")
         reason, detail = msg.get("reason"), str(msg.get("detail", ""))[:2000]
@@ -400,6 +404,17 @@ class EnvSession:
         if msg.get("fatal", True):
             self._fail(reason, detail)
         raise EnvError(reason, detail, fatal=False)
+
+    def _hold(self, size: int, what: str) -> None:
+        """Count a decoded reply against the episode's and the worker's bounds: what the
+        parent keeps of an environment must not grow with what the environment prints."""
+        self.held += size
+        self._episode_held += size
+        for held, mb, of in ((self._episode_held, self.cfg.episode_mb, "this episode's"),
+                             (self.held, self.cfg.session_mb, "this worker's")):
+            if held > mb << 20:
+                self._fail("flood", f"{what}: {of} replies hold {held / (1 << 20):.0f} MiB, "
+                                    f"over the {mb} MiB bound")
 
     def _fail(self, reason: str, detail: str):
         """Kill the worker and everything it started; this session now answers `reason`."""
