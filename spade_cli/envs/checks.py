@@ -17,6 +17,9 @@ Two resets with the same seed must agree, and at the end the first seed is repla
 (reset + solution + random baseline) in a fresh instance of the re-executed module, after
 all other episodes ran: a different observation, hint, solution or transition is
 `nondeterministic` (this catches unseeded or global randomness, clocks and counters).
+Last, each seed's first and longest episodes are replayed in a second, fresh worker of
+another identity (uid slot, start mode, address layout: `check_across_workers`), under
+either contract: a task drawn from who the worker is differs there.
 
 Environments of the published contract (`contracts`) get `published_checks` instead.
 Under either contract every episode played feeds `depends_on_actions`: the verdict's
@@ -329,6 +332,29 @@ def check_same_episode(a: CheckEpisode, b: CheckEpisode) -> None:
                                            f"episode has a different length")
 
 
+def check_across_workers(session, episodes: list[CheckEpisode], reset_check: Callable) -> None:
+    """Each seed's first and longest episodes, replayed action for action in a fresh worker
+    of another identity (`EnvSession.twin`: uid slot, start mode, address layout), must
+    be the same episodes: a task drawn from the worker's uid, addresses or an unseeded
+    source differs there, on every seed or only on some."""
+    if getattr(session, "twin", None) is None:
+        return
+    picks: dict[int, list[CheckEpisode]] = {}
+    for ep in episodes:
+        mine = picks.setdefault(ep.seed, [ep])
+        if len(ep.steps) > len(mine[-1].steps):
+            mine[1:] = [ep]
+    with call(session, "twin") as other:
+        for ep in (e for eps in picks.values() for e in eps):
+            again = run_episode(other, ep.seed, [s[0] for s in ep.steps], len(ep.steps),
+                                ep.policy, reset_check=reset_check)
+            try:
+                check_same_episode(ep, again)
+            except Rejected as r:
+                raise Rejected(r.reason, f"{r.detail} (in a fresh worker of another uid, start "
+                                         "mode and address layout)") from None
+
+
 def check_hint_text(hint: str, solution: list[str], seed: int, observation: str = "") -> None:
     """The hint must not give the solution away in any form `leaks.hint_leak` reads
     (plain, separated, spelled out, reversed, encoded, as initials or a sum)."""
@@ -531,7 +557,7 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
     `contracts.detect_contract`)."""
     from ..errors import SpadeError
     from .contracts import published_protocol, resolve_contract
-    from .published_checks import PUBLISHED_CHECKS, run_published_checks
+    from .published_checks import PUBLISHED_CHECKS, check_published_reset, run_published_checks
 
     t0 = time.perf_counter()
     meta = None
@@ -548,8 +574,10 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
                 check_contract(session_metadata(session), kind)
                 if kind == "published":
                     meta = run_published_checks(session, seeds, published_protocol(code), episodes)
+                    check_across_workers(session, episodes, check_published_reset)
                 else:
                     meta = run_checks(session, seeds, episodes)
+                    check_across_workers(session, episodes, check_reset)
         except Rejected:
             raise
         except SpadeError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -74,6 +75,7 @@ class EnvSession:
 
     def __init__(self, code: str, cfg: SandboxConfig | None = None):
         self.cfg = cfg or SandboxConfig()
+        self.code = code
         self.forks = fork_server(self.cfg)
         self.uid: int | None = None  # host uid of the worker (root mode); kept after close
         self._uid_held = False
@@ -133,6 +135,15 @@ class EnvSession:
             out = self._call({"op": "new", "reload": reload}, "re-instantiating")
         self._describe(out)
         return self.metadata
+
+    def twin(self) -> EnvSession:
+        """A fresh worker for the same module, of another identity: its own uid slot (this
+        worker's is still held), the other start mode (a bwrap and Python of its own where
+        this worker was forked, so another address layout and process history; forked
+        where this one was not and forking applies). Same seed, same episode holds in
+        every worker: the validator compares the two."""
+        forked = isinstance(self.proc, ForkedProcess)
+        return EnvSession(self.code, dataclasses.replace(self.cfg, fork=not forked))
 
     @property
     def alive(self) -> bool:
