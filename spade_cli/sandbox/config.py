@@ -101,6 +101,10 @@ class SandboxConfig:
     """As root, where the kernel offers a memory cgroup: each worker and everything it
     starts share one limit of memory_mb + tmp_mb + shm_mb MiB (heap, children, tmpfs
     pages, pipes, kernel memory). SPADE_SANDBOX_CGROUP=0 turns it off everywhere."""
+    allow_no_filter: bool = False
+    """Where no seccomp filter can be built (no libseccomp.so.2, an architecture it does
+    not know), run workers without one instead of refusing to start. Every record a
+    worker without a filter produced says so (`seccomp: false`)."""
     packages: tuple[str, ...] = ()
     """Distributions visible inside besides gymnasium and its dependencies."""
     extra_env: dict = field(default_factory=dict)
@@ -171,7 +175,8 @@ def unreadable_binds(packages: tuple[str, ...] = ()) -> list[str]:
     """Host paths the jail binds that this process's (real) user cannot read: bwrap,
     running as that user, would fail on each. Empty when the sandbox can be built."""
     lay = python_layout(tuple(packages))
-    paths = [lay.executable, lay.stdlib, str(Path(__file__).with_name("worker.py"))]
+    paths = [lay.executable, lay.stdlib, str(Path(__file__).with_name("worker.py")),
+             str(Path(__file__).with_name("jail.py"))]
     paths += [host for host, _name in lay.site_binds]
     if lay.libdir:
         try:
@@ -352,6 +357,7 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tupl
     a += ["--remount-ro", SITE,
           "--perms", "0755", "--dir", "/opt/spade",
           "--ro-bind", str(Path(__file__).with_name("worker.py")), WORKER_PATH,
+          "--ro-bind", str(Path(__file__).with_name("jail.py")), "/opt/spade/jail.py",
           "--ro-bind", str(Path(__file__).with_name("published.py")), "/opt/spade/published.py",
           "--proc", "/proc", *_proc_masks(),
           # bwrap's /proc leaves the host's /proc/sys writable to root: remount read-only.

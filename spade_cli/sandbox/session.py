@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from ..errors import ResourceError
 from .cgroup import WorkerCgroup, join_in_child, remove_later
 from .config import (
     PY_FLAGS,
@@ -32,12 +34,18 @@ from .config import (
 from .forkserver import ForkedProcess, Unavailable, fork_server
 from .keeper import spawn_from_keeper
 from .notices import warn_once, warn_unsafe
+from .seccomp import host_filter
 from .uids import uids
 from .worker import MAX_DEPTH, protocol_scan
 
 _TAIL = 4096  # bytes of the worker's stderr kept for error details
 
 _fd_limit_raised = False
+
+
+@functools.lru_cache(maxsize=1)
+def _hex(program: bytes) -> str:
+    return program.hex()
 
 
 def _wait_fd(fd: int, event: int, timeout: float) -> bool:
@@ -94,6 +102,7 @@ class EnvSession:
         self._pidfd: int | None = None
         self.sandbox_pid: int | None = None  # host pid of the sandbox's pid 1 (not unsafe mode)
         self._episode_end: float | None = None
+        self.filtered = True  # the worker runs under the seccomp filter
         self.cgroup: WorkerCgroup | None = None  # the worker's memory cgroup, where there is one
         t0 = time.monotonic()
         try:
@@ -214,6 +223,7 @@ class EnvSession:
             _fd_limit_raised = True
             _raise_fd_limit()
         cfg = self.cfg
+        self._filter = self._filter_hex()
         if self.forks is not None:
             check_sandbox()  # bwrap still here: the same answer whichever way workers start
             try:
@@ -228,7 +238,7 @@ class EnvSession:
             warn_unsafe()
             argv = [sys.executable, *PY_FLAGS, str(Path(__file__).with_name("worker.py"))]
             env = jail_env(cfg, None)
-            settings = {"uid": None, "limits": cfg.limits()}
+            settings = {"uid": None, "limits": cfg.limits(), "seccomp": self._filter}
         else:
             bwrap = check_sandbox()
             if os.geteuid() == 0:
@@ -240,7 +250,7 @@ class EnvSession:
             argv += [f"{PY_ROOT}/bin/python", *PY_FLAGS, WORKER_PATH]
             # bwrap's own environment is readable inside as /proc/1/environ: give it none.
             env = {}
-            settings = {"uid": self.uid, "limits": cfg.limits()}
+            settings = {"uid": self.uid, "limits": cfg.limits(), "seccomp": self._filter}
         argv.append(json.dumps(settings))
         cg_fd = self._new_cgroup()
         try:
@@ -262,6 +272,20 @@ class EnvSession:
         if info_r is not None:
             self._read_info(info_r)
 
+    def _filter_hex(self) -> str | None:
+        """The seccomp program for the worker, or None where the user accepted running
+        without one; without either, the sandbox refuses to start (ResourceError)."""
+        program, why = host_filter()
+        if program is not None:
+            return _hex(program)
+        if not self.cfg.allow_no_filter:
+            raise ResourceError(f"no seccomp filter can be installed here: {why}; or pass "
+                                "--unsafe-no-seccomp to run workers without one")
+        warn_once(f"spade: warning: workers run WITHOUT a seccomp filter ({why}); every "
+                  "record says seccomp: false")
+        self.filtered = False
+        return None
+
     def _watch_pipes(self) -> None:
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             os.set_blocking(f.fileno(), False)
@@ -276,7 +300,7 @@ class EnvSession:
         cfg = self.cfg
         cg_fd = self._new_cgroup()
         try:
-            self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
+            self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(), "seccomp": self._filter,
                                          "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb}, cg_fd)
         except Unavailable:
             if self.cgroup is not None:  # the bwrap path makes its own
