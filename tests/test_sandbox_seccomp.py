@@ -131,3 +131,13 @@ def test_without_a_filter_the_sandbox_refuses_unless_told(monkeypatch):
     with EnvSession(code, SandboxConfig(allow_no_filter=True)) as s:
         assert s.reset() == ("o", {})
         assert s.filtered is False
+
+
+def test_records_say_when_workers_ran_without_a_filter(monkeypatch):
+    from spade_cli.envs import validation
+    from spade_cli.envs.checks import Verdict
+
+    verdict = Verdict(False, "no_code", "", 0.0, [1])
+    assert "seccomp" not in validation.apply_verdict({"id": "a"}, verdict, None)["validation"]
+    monkeypatch.setattr(validation, "host_filter", lambda: (None, "libseccomp is not installed"))
+    assert validation.apply_verdict({"id": "a"}, verdict, None)["validation"]["seccomp"] is False
