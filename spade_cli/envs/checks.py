@@ -33,8 +33,10 @@ import json
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from ..records import REASONS
@@ -332,27 +334,52 @@ def check_same_episode(a: CheckEpisode, b: CheckEpisode) -> None:
                                            f"episode has a different length")
 
 
-def check_across_workers(session, episodes: list[CheckEpisode], reset_check: Callable) -> None:
+class Twin:
+    """The second worker of `check_across_workers` (`session.twin()`), started on a thread
+    as soon as the first is open, so that its start (a bwrap and Python of its own,
+    ~0.5 s) overlaps the first one's checks. `close` stops it whenever it is ready."""
+
+    def __init__(self, session):
+        self.future: Future | None = None
+        if getattr(session, "twin", None) is not None:
+            self.future = Future()
+            threading.Thread(target=self._start, args=(session,), daemon=True).start()
+
+    def _start(self, session) -> None:
+        try:
+            self.future.set_result(session.twin())
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits for it
+            self.future.set_exception(e)
+
+    def session(self):
+        return call(self.future, "result")  # a sandbox failure on start is a verdict
+
+    def close(self) -> None:
+        if self.future is not None:
+            self.future.add_done_callback(lambda f: f.exception() or f.result().close())
+
+
+def check_across_workers(twin: Twin, episodes: list[CheckEpisode], reset_check: Callable) -> None:
     """Each seed's first and longest episodes, replayed action for action in a fresh worker
     of another identity (`EnvSession.twin`: uid slot, start mode, address layout), must
     be the same episodes: a task drawn from the worker's uid, addresses or an unseeded
     source differs there, on every seed or only on some."""
-    if getattr(session, "twin", None) is None:
+    if twin.future is None:
         return
     picks: dict[int, list[CheckEpisode]] = {}
     for ep in episodes:
         mine = picks.setdefault(ep.seed, [ep])
         if len(ep.steps) > len(mine[-1].steps):
             mine[1:] = [ep]
-    with call(session, "twin") as other:
-        for ep in (e for eps in picks.values() for e in eps):
-            again = run_episode(other, ep.seed, [s[0] for s in ep.steps], len(ep.steps),
-                                ep.policy, reset_check=reset_check)
-            try:
-                check_same_episode(ep, again)
-            except Rejected as r:
-                raise Rejected(r.reason, f"{r.detail} (in a fresh worker of another uid, start "
-                                         "mode and address layout)") from None
+    other = twin.session()
+    for ep in (e for eps in picks.values() for e in eps):
+        again = run_episode(other, ep.seed, [s[0] for s in ep.steps], len(ep.steps),
+                            ep.policy, reset_check=reset_check)
+        try:
+            check_same_episode(ep, again)
+        except Rejected as r:
+            raise Rejected(r.reason, f"{r.detail} (in a fresh worker of another uid, start "
+                                     "mode and address layout)") from None
 
 
 def check_hint_text(hint: str, solution: list[str], seed: int, observation: str = "") -> None:
@@ -570,14 +597,18 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
         check_syntax(code)
         try:
             with open_session(code) as session:
-                session = TimedSession(session, budget)
-                check_contract(session_metadata(session), kind)
-                if kind == "published":
-                    meta = run_published_checks(session, seeds, published_protocol(code), episodes)
-                    check_across_workers(session, episodes, check_published_reset)
-                else:
-                    meta = run_checks(session, seeds, episodes)
-                    check_across_workers(session, episodes, check_reset)
+                twin = Twin(session)
+                try:
+                    session = TimedSession(session, budget)
+                    check_contract(session_metadata(session), kind)
+                    if kind == "published":
+                        meta = run_published_checks(session, seeds, published_protocol(code), episodes)
+                        check_across_workers(twin, episodes, check_published_reset)
+                    else:
+                        meta = run_checks(session, seeds, episodes)
+                        check_across_workers(twin, episodes, check_reset)
+                finally:
+                    twin.close()
         except Rejected:
             raise
         except SpadeError:
