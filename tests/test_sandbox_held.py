@@ -14,7 +14,8 @@ import pytest
 
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig
 
-pytestmark = pytest.mark.skipif(os.system("command -v bwrap >/dev/null"), reason="bwrap not installed")
+pytestmark = pytest.mark.skipif(os.system("command -v bwrap >/dev/null"),
+                                reason="bwrap not installed")
 
 # Observations just under the per-reply cap (1 MiB), at every step of a long episode:
 # each reply passes every per-reply check, and kept (as validation keeps its episodes)
@@ -55,7 +56,8 @@ def validate_peak_mib(tmp_path: Path, code: str) -> tuple[float, dict]:
     src.write_text(json.dumps(rec) + "\n")
     r = subprocess.run([sys.executable, "-c", MEASURED, "validate", str(src), "--seeds", "1",
                         "--workers", "1"],
-                       capture_output=True, timeout=600, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                       capture_output=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert r.returncode == 0, r.stderr[-2000:]
     kib = int(r.stderr.decode().rsplit("maxrss_kib", 1)[1].split()[0])
     return kib / 1024, json.loads(r.stdout)["validation"]

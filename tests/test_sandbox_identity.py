@@ -35,7 +35,8 @@ def validate(cli, tmp_path: Path, code: str) -> dict:
     # which validation also replays in the same worker): the only one that differs
     "rng = random.Random(seed + (id(gym) >> 12 & 0xFF if seed % 3 == 2 else 0))",
 ])
-def test_a_task_drawn_from_the_workers_identity_is_nondeterministic(cli, tmp_path, worker_start, draw):
+def test_a_task_drawn_from_the_workers_identity_is_nondeterministic(cli, tmp_path, worker_start,
+                                                                    draw):
     assert validate(cli, tmp_path, CODE)["valid"] is True
     code = "import os\n" + CODE.replace(SEEDED, draw)
     verdict = validate(cli, tmp_path, code)

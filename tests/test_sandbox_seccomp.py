@@ -105,7 +105,8 @@ def test_what_the_rules_leave_alone_is_allowed(arch, program, name, args):
 
 
 def test_the_page_cache_rules(arch, program):
-    nowait = run_bpf(program, syscall_number(arch, "preadv2"), AUDIT_ARCH[arch], (3, 0, 1, 0, 0, 0x9))
+    preadv2 = syscall_number(arch, "preadv2")
+    nowait = run_bpf(program, preadv2, AUDIT_ARCH[arch], (3, 0, 1, 0, 0, 0x9))
     assert nowait == ERRNO | errno.EOPNOTSUPP
     for name in ("mincore", "cachestat"):
         assert run_bpf(program, syscall_number(arch, name), AUDIT_ARCH[arch]) == ERRNO | errno.EPERM
@@ -123,7 +124,8 @@ def test_without_a_filter_the_sandbox_refuses_unless_told(monkeypatch):
     from spade_cli.sandbox import session
 
     monkeypatch.setattr(session, "host_filter", lambda: (None, "libseccomp is not installed"))
-    code = ("import gymnasium as gym\nclass E(gym.Env):\n    metadata = {'name': 'e', 'max_turns': 1}\n"
+    code = ("import gymnasium as gym\nclass E(gym.Env):\n"
+            "    metadata = {'name': 'e', 'max_turns': 1}\n"
             "    def reset(self, seed=None, options=None):\n        return 'o', {}\n")
     with pytest.raises(ResourceError, match="no seccomp filter can be installed here: libseccomp "
                                             "is not installed; or pass --unsafe-no-seccomp"):

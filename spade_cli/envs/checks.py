@@ -602,7 +602,8 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
                     session = TimedSession(session, budget)
                     check_contract(session_metadata(session), kind)
                     if kind == "published":
-                        meta = run_published_checks(session, seeds, published_protocol(code), episodes)
+                        protocol = published_protocol(code)
+                        meta = run_published_checks(session, seeds, protocol, episodes)
                         check_across_workers(twin, episodes, check_published_reset)
                     else:
                         meta = run_checks(session, seeds, episodes)

@@ -300,8 +300,9 @@ class EnvSession:
         cfg = self.cfg
         cg_fd = self._new_cgroup()
         try:
-            self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(), "seccomp": self._filter,
-                                         "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb}, cg_fd)
+            self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
+                                         "seccomp": self._filter, "tmp_mb": cfg.tmp_mb,
+                                         "shm_mb": cfg.shm_mb}, cg_fd)
         except Unavailable:
             if self.cgroup is not None:  # the bwrap path makes its own
                 self.cgroup.remove()
