@@ -2,9 +2,9 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
-# Install system packages (Debian: bubblewrap, zstd, jq) and the project with dev tools.
+# Install system packages (Debian: bubblewrap, libseccomp2, zstd, jq) and the project with dev tools.
 setup:
-    if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap zstd jq; fi
+    if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null || ! python3 -c "import ctypes; ctypes.CDLL('libseccomp.so.2')" 2>/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap libseccomp2 zstd jq; fi
     python3 -m pip install -q -e ".[dev]"
     # Held-out eval suites, without their dependency trees (README, spade-eval).
     python3 -m pip install -q --no-deps -r requirements-eval.txt

@@ -87,6 +87,13 @@ class SandboxConfig:
     """Largest reply line (one observation + info, JSON)."""
     output_bytes: int = 1 << 20
     """Most bytes the environment may print (stdout + stderr) during one call."""
+    episode_mb: int = 32
+    """Most the parent holds of one episode: the decoded size (Python objects) of every
+    reply from a reset() to the next (observations, info). Checked as each reply is read;
+    past it the session fails `flood`."""
+    session_mb: int = 128
+    """Most the parent holds of one worker over its whole life (metadata and tool specs,
+    every episode's replies): one candidate's checks in spade-validate. `flood` past it."""
     fork: bool = True
     """Fork workers from one preloaded sandboxed Python (ForkServer: milliseconds per worker)
     where that applies (root, Linux >= 5.3); else, or when False, each worker starts its
@@ -95,6 +102,10 @@ class SandboxConfig:
     """As root, where the kernel offers a memory cgroup: each worker and everything it
     starts share one limit of memory_mb + tmp_mb + shm_mb MiB (heap, children, tmpfs
     pages, pipes, kernel memory). SPADE_SANDBOX_CGROUP=0 turns it off everywhere."""
+    allow_no_filter: bool = False
+    """Where no seccomp filter can be built (no libseccomp.so.2, an architecture it does
+    not know), run workers without one instead of refusing to start. Every record a
+    worker without a filter produced says so (`seccomp: false`)."""
     packages: tuple[str, ...] = ()
     """Distributions visible inside besides gymnasium and its dependencies."""
     extra_env: dict = field(default_factory=dict)
@@ -165,7 +176,8 @@ def unreadable_binds(packages: tuple[str, ...] = ()) -> list[str]:
     """Host paths the jail binds that this process's (real) user cannot read: bwrap,
     running as that user, would fail on each. Empty when the sandbox can be built."""
     lay = python_layout(tuple(packages))
-    paths = [lay.executable, lay.stdlib, str(Path(__file__).with_name("worker.py"))]
+    paths = [lay.executable, lay.stdlib, str(Path(__file__).with_name("worker.py")),
+             str(Path(__file__).with_name("jail.py"))]
     paths += [host for host, _name in lay.site_binds]
     if lay.libdir:
         try:
@@ -350,6 +362,7 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tupl
     a += ["--remount-ro", SITE,
           "--perms", "0755", "--dir", "/opt/spade",
           "--ro-bind", str(Path(__file__).with_name("worker.py")), WORKER_PATH,
+          "--ro-bind", str(Path(__file__).with_name("jail.py")), "/opt/spade/jail.py",
           "--ro-bind", str(Path(__file__).with_name("published.py")), "/opt/spade/published.py",
           "--proc", "/proc", *_proc_masks(),
           # bwrap's /proc leaves the host's /proc/sys writable to root: remount read-only.
