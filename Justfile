@@ -8,15 +8,25 @@ setup:
     python3 -m pip install -q -e ".[dev]"
     # Held-out eval suites, without their dependency trees (README, spade-eval).
     python3 -m pip install -q --no-deps -r requirements-eval.txt
-    just demo-corpus
+    just demo-corpus micro-model
 
 # Build the demo corpus (the standard library's documentation as JSONL.zst), offline.
 demo-corpus OUT="data/demo-corpus.jsonl.zst":
     mkdir -p "$(dirname {{OUT}})" && python3 -m spade_cli.corpus.demo {{OUT}}
 
-# One complete CPU round: tiny offline model, demo corpus, example environments.
+# Pretrain the micro world's model into the cache ($SPADE_CACHE or ~/.cache/spade; a few
+# minutes once, then every run copies it).
+micro-model OUT="data/micro-model":
+    python3 -m spade_cli init-model --kind micro {{OUT}} --force
+
+# One complete CPU round of the micro world: micro model, demo corpus, designed environments.
 demo:
     python3 -m spade_cli loop examples/demo.toml
+
+# SPADE against the fixed pool, a frozen designer and a negative control in the micro
+# world (bench/micro_experiment.py; resumable; about an hour on 2 cores).
+micro-experiment *ARGS:
+    python3 bench/micro_experiment.py {{ARGS}}
 
 # Run the test suite (GPU tests skip without a GPU).
 test *ARGS:

@@ -77,9 +77,14 @@ def write_config(base: dict, arm: str, seed: int, rounds: int, runs_dir: Path) -
     return path
 
 
+# One thread per stage: a million-parameter model gains nothing from a second one, and on
+# a shared 2-core machine two spinning thread pools slow each stage several times over.
+ENV = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+
+
 def run(cmd: list[str], log: Path) -> None:
     with log.open("ab") as f:
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=ENV)
     if proc.returncode:
         sys.exit(f"micro_experiment: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}); see {log}")
 

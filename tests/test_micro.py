@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 import statistics
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from spade_cli.micro import FAMILIES, LEVELS, LIBRARY, env_name, library_source
 from spade_cli.micro import transcripts as tr
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bwrap (the sandbox)")
 
 
 def win_rate(family: str, level: int, hinted: bool, skill: float, n: int = 200) -> float:
@@ -93,7 +91,7 @@ def test_the_loss_mask_covers_the_assistant_turns_only(tiny_tokenizer):
     assert "HINT:" in t.messages[1]["content"]
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_every_family_and_level_passes_spade_validate(tmp_path, cli):
     import orjson
 
@@ -111,7 +109,7 @@ def test_every_family_and_level_passes_spade_validate(tmp_path, cli):
     assert {c["env"]["name"] for c in out} == {f"probe{lv}" for lv in LEVELS}
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_the_heldout_suite_covers_every_family_and_level_and_the_oracle_solves_it(cli):
     import orjson
 

@@ -22,7 +22,7 @@ RECIPE_VERSION = 1
 DEFAULTS = dict(vocab_size=4096, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048)
 # Pretraining: steps of `batch` transcripts; `skill` is the expert's per-action reliability.
-TRAIN = dict(steps=500, batch=8, lr=3e-3, warmup=30, skill=0.7, design_share=0.2, hint_share=0.4,
+TRAIN = dict(steps=400, batch=8, lr=3e-3, warmup=30, skill=0.7, design_share=0.25, hint_share=0.4,
              doc_tokens=48)
 
 
@@ -87,18 +87,6 @@ def transcripts(tokenizer, n: int, seed: int, settings: dict) -> list[tuple[list
     return out
 
 
-def transcript_mean_loss(logits, labels):
-    """Cross-entropy averaged within each transcript, then over the batch: an episode's few
-    action tokens weigh as much as a design's many, so the agent is not drowned out."""
-    import torch
-
-    target = labels[:, 1:]
-    mask = (target != -100).float()
-    lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(2, target.clamp(min=0)[..., None])[..., 0]
-    per = -(lp * mask).sum(1) / mask.sum(1).clamp(min=1)
-    return per.mean()
-
-
 def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
     """AdamW with warm-up and cosine decay; batches of similar lengths. Returns the losses."""
     import torch
@@ -126,7 +114,7 @@ def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
             labels[row, :len(x)] = torch.tensor([t if k else -100 for t, k in zip(x, m, strict=True)])
         # Right padding under a causal mask never reaches a real token: no attention mask,
         # which keeps SDPA on its fast causal path.
-        loss = transcript_mean_loss(model(input_ids=ids).logits, labels)
+        loss = model(input_ids=ids, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -89,35 +89,36 @@ def design_transcript(rng: random.Random, template, documents: list[tuple[str, s
 
 
 class Expert:
-    """The best play on what the agent sees: the last observation and the one fact the
-    hint or a wrong move gives (corridor: the side; code: the hidden symbol; switch: the
-    rule)."""
+    """The best play on what the agent sees: the end of the last observation, and for the
+    first move the hint (corridor: the side; code: the hidden symbol; switch: the rule)."""
 
     def __init__(self, env, hint: str | None, rng: random.Random):
         self.env, self.rng = env, rng
         m = re.search(r"to your (left|right)|slot holds (\w)\.|Press the (first|last) one", hint or "")
         self.known = next((g for g in m.groups() if g), None) if m else None
-        self.heading = self.known if env.family == "corridor" and self.known else rng.choice(("left", "right"))
         if env.family == "switch" and not self.known:
-            self.known = rng.choice(("first", "last"))  # a guess kept until a wrong press tells
+            self.known = rng.choice(("first", "last"))  # a guess, until the first press tells
 
     def act(self, obs: str) -> str:
-        e = self.env
+        e, last = self.env, obs.rstrip(".").split()[-1]
         if e.family == "corridor":
-            if obs.endswith("wall."):
-                self.heading = "left" if self.heading == "right" else "right"
-            return "enter" if "a door is here" in obs else self.heading
+            if last == "enter":
+                return "enter"
+            if obs.startswith("You stand"):  # the first move: the hint's side, or a guess
+                return self.known or self.rng.choice(("left", "right"))
+            return last
         if e.family == "code":
-            m = re.search(r"(?:shows|holds) (\w)\.$", obs)
-            if m:
-                return m[1]
-            return self.known if self.known and self.known != "first" else self.rng.choice(e._alphabet)
-        switches = re.search(r"Press one: ([\w ]+)\.$", obs)[1].split()
-        rule = re.search(r"press the (first|last) one", obs)
+            if last != "?":
+                return last
+            return self.known or self.rng.choice(e._alphabet)
+        rule = re.search(r"Press the (first|last) one\.$", obs)
         rule = rule[1] if rule else self.known
-        if rule in ("first", "last"):
-            return switches[0 if rule == "first" else -1]
-        return self.rng.choice(switches)
+        switches = self._switches(obs)
+        return switches[0 if rule == "first" else -1]
+
+    @staticmethod
+    def _switches(obs: str) -> list[str]:
+        return re.search(r"Stage \d+ of \d+: ([\w ]+)\.", obs)[1].split()
 
     def random_action(self, obs: str) -> str:
         e = self.env
@@ -125,7 +126,7 @@ class Expert:
             return self.rng.choice(("left", "right", "enter"))
         if e.family == "code":
             return self.rng.choice(e._alphabet)
-        return self.rng.choice(re.search(r"Press one: ([\w ]+)\.$", obs)[1].split())
+        return self.rng.choice(self._switches(obs))
 
 
 def play(family: str, level: int, seed: int, hinted: bool, skill: float, rng: random.Random,

@@ -19,8 +19,10 @@ Families (one per skill):
     CodeEnv       Pattern Recognition type a code slot by slot; one slot may be hidden
     SwitchEnv     Logical Deduction   press the first or the last switch, by a hidden rule
 
-Every decision rests on the last observation and at most one fact (a direction, a symbol,
-a rule) from the hint or from feedback, so a model of a million parameters can learn it.
+Every decision rests on the end of the last observation (the hint, appended to the first
+one, included), so a model of a million parameters can learn it in minutes: the hidden
+fact (a direction, a symbol, a rule) matters at the first move, where only the hint or a
+wasted turn gives it.
 
 The level tables are fixed: changing them changes every experiment's results.
 """
@@ -116,28 +118,33 @@ class CorridorEnv(MicroEnv):
         else:
             extra = rng.randint(0, 1)
             self._pos, self._door, self._n = door + extra, extra, door + extra + behind + 1
-        obs = (f"You stand in a dark corridor. A door is somewhere along it. Commands: left, right, "
-               f"enter. You have {self._budget} moves.")
+        self._facing = "right"
+        obs = (f"You stand in a dark corridor with {self._budget} moves. Somewhere is a door. "
+               f"Commands: enter, left, right.")
         return obs, f"The door is to your {side}.", [side] * door + ["enter"]
 
     def _act(self, action):
+        # Each observation ends with where the agent now faces, or `enter` at the door.
         if action in ("left", "right"):
             nxt = self._pos + (1 if action == "right" else -1)
             if not 0 <= nxt < self._n:
-                return f"{action}: wall.", False
-            self._pos = nxt
-            return f"{action}: {'a door is here' if nxt == self._door else 'no door'}.", False
+                self._facing = "left" if action == "right" else "right"
+                return f"A wall. You turn {self._facing}.", False
+            self._pos, self._facing = nxt, action
+            if nxt == self._door:
+                return "A door is here: enter.", False
+            return f"No door. You face {action}.", False
         if action == "enter":
             if self._pos == self._door:
                 return "You open the door.", True
-            return "enter: no door here.", False
-        return "Unknown command. Use left, right or enter.", False
+            return f"No door here. You face {self._facing}.", False
+        return f"Unknown command. You face {self._facing}.", False
 
 
 class CodeEnv(MicroEnv):
-    """A lock whose code is typed one slot per turn; each observation shows the slot's
-    symbol, except that one slot may be hidden. A wrong symbol costs a turn and names the
-    right one."""
+    """A lock whose code is typed one slot per turn; each observation ends with the slot's
+    symbol, except that the first slot may be hidden (`?`). A wrong symbol costs a turn and
+    names the right one."""
 
     family = "code"
     skill = "Pattern Recognition"
@@ -156,7 +163,7 @@ class CodeEnv(MicroEnv):
         for i in range(1, slots):  # no symbol twice in a row, so no constant policy opens it
             while code[i] == code[i - 1]:
                 code[i] = rng.choice(self._alphabet)
-        self._hidden = rng.randrange(1, slots) if hidden else -1  # slot 1 is always shown
+        self._hidden = 0 if hidden else -1  # only the first slot is ever hidden
         self._code, self._slot = code, 0
         obs = f"A lock with {slots} slots and symbols {' '.join(self._alphabet)}. {self._show()}"
         hint = f"The hidden slot holds {code[self._hidden]}." if hidden else "No slot is hidden."
@@ -164,16 +171,15 @@ class CodeEnv(MicroEnv):
 
     def _show(self) -> str:
         n, total = self._slot + 1, len(self._code)
-        if self._slot == self._hidden:
-            return f"Slot {n} of {total} is hidden."
-        return f"Slot {n} of {total} shows {self._code[self._slot]}."
+        shown = "?" if self._slot == self._hidden else self._code[self._slot]
+        return f"Slot {n} of {total}: {shown}"
 
     def _act(self, action):
         if action not in self._alphabet:
             return f"Answer with one symbol. {self._show()}", False
         want = self._code[self._slot]
         if action != want:
-            return f"{action} is wrong: slot {self._slot + 1} holds {want}.", False
+            return f"{action} is wrong. Slot {self._slot + 1} of {len(self._code)}: {want}", False
         self._slot += 1
         if self._slot == len(self._code):
             return "The lock opens.", True
@@ -182,8 +188,8 @@ class CodeEnv(MicroEnv):
 
 class SwitchEnv(MicroEnv):
     """Stages of switches; a hidden rule, the same at every stage, says whether the first
-    or the last switch listed is the right one. A wrong press costs a turn and states the
-    rule, which every later stage then repeats."""
+    or the last switch listed is the right one. After the first press (a wrong one costs a
+    turn) every observation ends with the rule."""
 
     family = "switch"
     skill = "Logical Deduction"
@@ -199,22 +205,21 @@ class SwitchEnv(MicroEnv):
     def _setup(self, rng, switches, stages, spare):
         self._rule = rng.choice(self.RULES)
         self._stages = [rng.sample(SYMBOLS, switches) for _ in range(stages)]
-        self._stage, self._told = 0, False
+        self._stage, self._known = 0, False
         pick = 0 if self._rule == "first" else -1
         solution = [s[pick] for s in self._stages]
         return self._show(), f"Press the {self._rule} one.", solution
 
     def _show(self) -> str:
-        told = f" (press the {self._rule} one)" if self._told else ""
-        return (f"Stage {self._stage + 1} of {len(self._stages)}{told}. "
-                f"Press one: {' '.join(self._stages[self._stage])}.")
+        rule = f" Press the {self._rule} one." if self._known else ""
+        return f"Stage {self._stage + 1} of {len(self._stages)}: {' '.join(self._stages[self._stage])}.{rule}"
 
     def _act(self, action):
         switches = self._stages[self._stage]
         if action not in switches:
             return f"Press one symbol. {self._show()}", False
+        self._known = True  # a right press shows the rule as surely as a wrong one
         if action != switches[0 if self._rule == "first" else -1]:
-            self._told = True
             return f"{action}: no. {self._show()}", False
         self._stage += 1
         if self._stage == len(self._stages):
