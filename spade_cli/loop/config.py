@@ -31,6 +31,7 @@ from ..options import (
 )
 from ..sandbox.options import SandboxOptions
 from ..settings import option, read_toml
+from .trackers import TRACKERS, check_trackers
 
 
 @dataclass
@@ -56,6 +57,11 @@ class LoopSettings:
         without hints on the previous step's checkpoint and trains the agent again; then the
         designer trains once, its win rate over all the round's no-hint plays. 1: one update
         on both roles' samples.""")
+    report_to: list[str] = option(cli=False, factory=list, choices=TRACKERS, help="""Experiment
+        trackers that get every round's metrics and plots, beside RUN/metrics.jsonl (which stays
+        the source of truth): any of "wandb" (RUN/wandb/; WANDB_MODE=offline keeps it local),
+        "tensorboard" (RUN/tensorboard/) and "trackio" (its local store, project "spade"). The
+        packages are the `trackers` extra.""")
 
 
 STAGE_TABLES: dict[str, type] = {
@@ -123,6 +129,7 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
         else:
             raise UsageError(f"{source}: unknown field {key!r}")
     cfg = LoopConfig(**kwargs, extra_args=extra)
+    check_trackers(cfg.loop.report_to)
     if cfg.rounds < 1:
         raise UsageError(f"{source}: 'rounds' must be at least 1, got {cfg.rounds}")
     if cfg.loop.agent_steps > 1 and not (cfg.train.enabled and cfg.train.role in ("agent", "both")):

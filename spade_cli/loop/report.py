@@ -12,6 +12,7 @@ import orjson
 from .. import SCHEMA_VERSION
 from ..recordio import RecordReader, atomic_write_bytes
 from ..records import make_id
+from .trackers import report_round
 
 if TYPE_CHECKING:
     from .config import LoopConfig
@@ -160,7 +161,8 @@ def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
             summary.update({k: rescored[k] for k in ("designer_reward_mean", "designer_samples",
                                                       *(f"{c}_mean" for c in COMPONENTS))})
     _write_metrics(cfg, summary)
-    plot_run(cfg)
+    plots = plot_run(cfg)
+    report_round(cfg.run_dir, cfg.name, cfg.loop.report_to, summary, plots)
     return summary
 
 
