@@ -64,8 +64,7 @@ def export_pool(records: Iterable[dict], fmt: str, out: Path, selection: Selecti
         else:
             from . import harbor
 
-            _, seen, _ = play(s, s.seeds[0], [], cfg)
-            written.append(harbor.write(s, d, seen[0]))
+            written.append(harbor.write(s, d))
     return written
 
 

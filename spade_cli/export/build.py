@@ -125,6 +125,7 @@ def build_spec(rec: dict, n_seeds: int | None, cfg) -> ExportedEnv:
             info = found["info"]
             key = str(seed)
             spec.solutions[key] = ep.solution
+            spec.observations[key] = ep.observation
             if isinstance(info.get("solution_text"), str):
                 spec.solution_texts[key] = info["solution_text"]
             spec.hints[key] = own_hint if isinstance(own_hint, str) and own_hint.strip() else ep.hint

@@ -105,11 +105,12 @@ def task_toml(spec: ExportedEnv, seed: int) -> str:
     return "\n".join(lines)
 
 
-def write(spec: ExportedEnv, directory: Path, first_observation: str) -> Path:
+def write(spec: ExportedEnv, directory: Path) -> Path:
     seed = spec.seeds[0]
     key = str(seed)
     write_spec(spec, directory / "tests" / "spade", "harbor")
-    hidden = replace(spec, solutions={}, hints={}, solution_texts={}, replay_returns={})
+    hidden = replace(spec, solutions={}, hints={}, solution_texts={}, replay_returns={},
+                     observations={})
     write_spec(hidden, directory / "environment" / "spade", "harbor-environment")
     write_text(directory / "environment" / "Dockerfile", DOCKERFILE.format(env_dir=ENV_DIR))
     env = spec.record.get("env") or spec.record
@@ -118,7 +119,7 @@ def write(spec: ExportedEnv, directory: Path, first_observation: str) -> Path:
             "Each action is one reply, as the observation asks for it.")
     write_text(directory / "instruction.md", INSTRUCTION.format(
         name=spec.name, summary=env.get("summary") or "", max_turns=spec.max_turns,
-        action_rule=rule, observation=first_observation.replace("```", "'''")))
+        action_rule=rule, observation=spec.observations[key].replace("```", "'''")))
     (directory / "solution").mkdir(exist_ok=True)
     hint = " ".join((spec.hints.get(key) or "(none)").split())
     # No actions (a published solution() that only describes the goal): the loop plays none.

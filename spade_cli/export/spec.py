@@ -52,6 +52,8 @@ class ExportedEnv:
     """Per seed: the privileged hint (spade-hint's text, else the environment's own)."""
     solution_texts: dict[str, str] = field(default_factory=dict)
     """Per seed: a published environment's solution() text."""
+    observations: dict[str, str] = field(default_factory=dict)
+    """Per seed: the episode's first observation (a task's prompt)."""
     fmt: str = ""
     """The format it was exported in (spade.json's `format`)."""
 
@@ -74,6 +76,7 @@ class ExportedEnv:
                 "return": self.returns, "max_turns": self.max_turns, "seeds": self.seeds,
                 "solutions": self.solutions, "replay_returns": self.replay_returns,
                 "hints": self.hints, "solution_texts": self.solution_texts,
+                "observations": self.observations,
                 "record": self.record}
 
 
@@ -104,6 +107,7 @@ def load_spec(directory: str | Path) -> ExportedEnv:
                            seeds=[int(s) for s in meta["seeds"]], solutions=meta["solutions"],
                            replay_returns=meta["replay_returns"], hints=meta.get("hints") or {},
                            solution_texts=meta.get("solution_texts") or {},
+                           observations=meta.get("observations") or {},
                            fmt=str(meta.get("format") or ""))
     except (KeyError, TypeError, ValueError) as e:
         raise DataError(f"malformed spade.json ({type(e).__name__}: {e})", str(meta_path)) from None
