@@ -2,7 +2,8 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
-# Install system packages (Debian: bubblewrap, zstd, jq) and the project with dev tools.
+# Install system packages (Debian: bubblewrap, zstd, jq) and the project with dev tools,
+# spade-export's formats and the loop's trackers (and Harbor in .venv-harbor).
 setup:
     if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap zstd jq; fi
     python3 -m pip install -q -e ".[dev,export,trackers]"

@@ -59,6 +59,16 @@ def validated(tmp_path_factory) -> Path:
     return path
 
 
+def as_exported(validated: Path) -> list[dict]:
+    """The input records as an export keeps them (by id): what spade-cat --from gives back."""
+    out = []
+    for c in sorted(load_records(validated.read_bytes()), key=lambda c: c["id"]):
+        k = kept(c)
+        k["env"]["code"] = c["env"]["code"]
+        out.append(k)
+    return out
+
+
 def export(validated: Path, tmp_path_factory, fmt: str, *args: str) -> tuple[Path, list[Path]]:
     out = tmp_path_factory.mktemp(f"export-{fmt}") / "out"
     r = run_cli("export", str(validated), "--format", fmt, "-o", str(out), *args)
@@ -241,13 +251,7 @@ def test_spade_cat_from_reads_an_export_back_to_the_same_environments(fmt, valid
     out, _dirs = request.getfixturevalue(f"{fmt}_export")
     r = run_cli("cat", "--from", str(out), "-o", "-")
     assert r.returncode == 0, r.stderr.decode()
-    back = sorted(load_records(r.stdout), key=lambda c: c["id"])
-    expected = []
-    for c in sorted(load_records(validated.read_bytes()), key=lambda c: c["id"]):
-        k = kept(c)
-        k["env"]["code"] = c["env"]["code"]
-        expected.append(k)
-    assert back == expected
+    assert sorted(load_records(r.stdout), key=lambda c: c["id"]) == as_exported(validated)
 
 
 def test_selection_by_skill_regret_and_win_rate(validated, tmp_path):

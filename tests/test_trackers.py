@@ -141,6 +141,8 @@ enabled = false
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     run = tmp_path / "runs" / "trk"
     rows = [orjson.loads(x) for x in (run / "metrics.jsonl").read_bytes().splitlines()]
+    # stdout is the round records alone: what the trackers print goes to stderr.
+    assert [orjson.loads(x)["round"] for x in r.stdout.splitlines()] == [1, 2]
     assert [row["round"] for row in rows] == [1, 2]
 
     scalars = tensorboard_scalars(run / "tensorboard")

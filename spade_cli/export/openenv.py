@@ -19,7 +19,7 @@ import os
 import uuid
 from pathlib import Path
 
-from .spec import ExportedEnv, load_spec, write_spec, write_text
+from .spec import Episode, ExportedEnv, load_spec, sandbox_config, write_spec, write_text
 
 PIN = "openenv-core==0.3.0"
 
@@ -84,8 +84,6 @@ def create_app(spec_dir: str | Path, max_concurrent_envs: int | None = None):
     from pydantic import Field
 
     spec = load_spec(spec_dir)
-    from .spec import Episode, sandbox_config
-
     cfg = sandbox_config()
 
     class SpadeAction(Action):

@@ -158,7 +158,8 @@ class Episode:
         self.spec = spec
         self.session = EnvSession(spec.code, cfg or sandbox_config())
         self.rewards: list[float] = []
-        self.done = True
+        self.done = True  # until the first reset
+        self.stop: str | None = None
 
     def reset(self, seed: int | None = None) -> tuple[str, dict]:
         obs, info = self.session.reset(seed=seed)

@@ -19,8 +19,10 @@ missing is a resource error (exit 4) before the first round runs (`check_tracker
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,9 @@ def report_round(run_dir: Path, name: str, trackers: list[str], summary: dict[st
         done = ledger.setdefault(tracker, [])
         if step in done:
             continue
-        WRITERS[tracker](run_dir, step, metrics, plots, name)
+        # What trackers print ("* Trackio metrics logged to ...") is for humans: stdout
+        # carries spade-loop's round records.
+        with contextlib.redirect_stdout(sys.stderr):
+            WRITERS[tracker](run_dir, step, metrics, plots, name)
         done.append(step)
         atomic_write_bytes(str(ledger_path), (json.dumps(ledger, indent=1) + "\n").encode())
