@@ -2,13 +2,24 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
-# Install system packages (Debian: bubblewrap, libseccomp2, zstd, jq) and the project with dev tools.
+# Install system packages (Debian: bubblewrap, libseccomp2, zstd, jq) and the project with dev
+# tools, spade-export's formats and the loop's trackers (and Harbor in .venv-harbor); then
+# the demo corpus and the micro model (pretrained once into the cache).
 setup:
     if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null || ! python3 -c "import ctypes; ctypes.CDLL('libseccomp.so.2')" 2>/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap libseccomp2 zstd jq; fi
-    python3 -m pip install -q -e ".[dev]"
+    python3 -m pip install -q -e ".[dev,export,trackers]"
     # Held-out eval suites, without their dependency trees (README, spade-eval).
     python3 -m pip install -q --no-deps -r requirements-eval.txt
+    just harbor-venv
     just demo-corpus micro-model
+
+# Harbor (it needs Python >= 3.12) in a venv of its own, .venv-harbor/: the Harbor export's
+# tests read the tasks spade-export writes with harbor's own task model.
+harbor-venv:
+    py=""; for c in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3 python3.13 python3.12; do \
+        if "$c" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then py="$c"; break; fi; done; \
+    if [ -z "$py" ]; then echo "harbor-venv: no Python >= 3.12 here: the Harbor tests skip (fail under CI)" >&2; exit 0; fi; \
+    "$py" -m venv .venv-harbor && .venv-harbor/bin/python -m pip install -q harbor==0.25.0
 
 # Build the demo corpus (the standard library's documentation as JSONL.zst), offline.
 demo-corpus OUT="data/demo-corpus.jsonl.zst":

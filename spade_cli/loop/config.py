@@ -31,6 +31,7 @@ from ..stage_settings import (
     TrainSettings,
     ValidateSettings,
 )
+from .trackers import TRACKERS, check_trackers
 
 
 @dataclass
@@ -62,6 +63,11 @@ class LoopSettings:
         micro: the micro world (spade_cli/micro/): the micro library is the first memory and
         the fixed pool, and the pretrained micro model (spade-init-model --kind micro, cached)
         is the base model.""")
+    report_to: list[str] = option(cli=False, factory=list, choices=TRACKERS, help="""Experiment
+        trackers that get every round's metrics and plots, beside RUN/metrics.jsonl (which stays
+        the source of truth): any of "wandb" (RUN/wandb/; WANDB_MODE=offline keeps it local),
+        "tensorboard" (RUN/tensorboard/) and "trackio" (its local store, project "spade"). The
+        packages are the `trackers` extra.""")
 
 
 STAGE_TABLES: dict[str, type] = {
@@ -129,6 +135,7 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
         else:
             raise UsageError(f"{source}: unknown field {key!r}")
     cfg = LoopConfig(**kwargs, extra_args=extra)
+    check_trackers(cfg.loop.report_to)
     if cfg.rounds < 1:
         raise UsageError(f"{source}: 'rounds' must be at least 1, got {cfg.rounds}")
     if cfg.loop.agent_steps > 1 and not (cfg.train.enabled and cfg.train.role in ("agent", "both")):
