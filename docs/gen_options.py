@@ -82,7 +82,7 @@ def _range(param) -> str:
 def config_keys(command) -> dict[str, str]:
     """Option name -> `table.field`, its config key, for the options a settings class
     declares (the rest are run-time arguments, set on the command line only)."""
-    from spade_cli import settings as st
+    from spade_cli import declare as st
 
     groups = getattr(command.callback, "_spade_groups", {})
     return {f.name: f"`{cls.TABLE}.{f.name}`"
