@@ -2,21 +2,42 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
-# Install system packages (Debian: bubblewrap, zstd, jq) and the project with dev tools.
+# Install system packages (Debian: bubblewrap, libseccomp2, zstd, jq) and the project with dev
+# tools, spade-export's formats and the loop's trackers (and Harbor in .venv-harbor); then
+# the demo corpus and the micro model (pretrained once into the cache).
 setup:
-    if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap zstd jq; fi
-    python3 -m pip install -q -e ".[dev]"
+    if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null || ! python3 -c "import ctypes; ctypes.CDLL('libseccomp.so.2')" 2>/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap libseccomp2 zstd jq; fi
+    python3 -m pip install -q -e ".[dev,export,trackers]"
     # Held-out eval suites, without their dependency trees (README, spade-eval).
     python3 -m pip install -q --no-deps -r requirements-eval.txt
-    just demo-corpus
+    just harbor-venv
+    just demo-corpus micro-model
+
+# Harbor (it needs Python >= 3.12) in a venv of its own, .venv-harbor/: the Harbor export's
+# tests read the tasks spade-export writes with harbor's own task model.
+harbor-venv:
+    py=""; for c in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3 python3.13 python3.12; do \
+        if "$c" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then py="$c"; break; fi; done; \
+    if [ -z "$py" ]; then echo "harbor-venv: no Python >= 3.12 here: the Harbor tests skip (fail under CI)" >&2; exit 0; fi; \
+    "$py" -m venv .venv-harbor && .venv-harbor/bin/python -m pip install -q harbor==0.25.0
 
 # Build the demo corpus (the standard library's documentation as JSONL.zst), offline.
 demo-corpus OUT="data/demo-corpus.jsonl.zst":
     mkdir -p "$(dirname {{OUT}})" && python3 -m spade_cli.corpus.demo {{OUT}}
 
-# One complete CPU round: tiny offline model, demo corpus, example environments.
+# Pretrain the micro world's model into the cache ($SPADE_CACHE or ~/.cache/spade; a few
+# minutes once, then every run copies it).
+micro-model OUT="data/micro-model":
+    python3 -m spade_cli init-model --kind micro {{OUT}} --force
+
+# One complete CPU round of the micro world: micro model, demo corpus, designed environments.
 demo:
     python3 -m spade_cli loop examples/demo.toml
+
+# SPADE against the fixed pool, a frozen designer and a negative control in the micro
+# world (bench/micro_experiment.py; resumable; about an hour on 2 cores).
+micro-experiment *ARGS:
+    python3 bench/micro_experiment.py {{ARGS}}
 
 # Run the test suite (GPU tests skip without a GPU).
 test *ARGS:
@@ -41,6 +62,12 @@ fmt:
 # Apply lint fixes.
 fix:
     python3 -m ruff check --fix .
+
+# Regenerate the commands' option tables in docs/commands/, then build the manual strictly
+# (a broken link or anchor, or a stale table, fails); the site goes to site/.
+docs:
+    python3 docs/gen_options.py
+    python3 -m mkdocs build --strict
 
 # Run every benchmark; each prints its figures.
 bench:

@@ -213,7 +213,7 @@ def test_round_robin_skills_over_four_rounds():
 def test_skill_lists_and_explicit_names():
     from spade_cli.skills import SKILL_SETS, min_steps, resolve
 
-    assert [len(v) for v in SKILL_SETS.values()] == [6, 6]
+    assert [len(v) for v in SKILL_SETS.values()] == [6, 6, 3]
     assert all(s.description and s.examples for v in SKILL_SETS.values() for s in v)
     two = resolve("games", "mathematical reasoning, Pattern Recognition")
     assert [s.name for s in two] == ["Mathematical Reasoning", "Pattern Recognition"]

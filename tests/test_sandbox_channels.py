@@ -254,7 +254,7 @@ def test_a_worker_cannot_count_the_workers_before_it():
     """No ordinal in a worker's uid or cgroup: an environment that could tell it was
     started after its twin could tell the conditions of a pair apart by start order
     (pipe inode numbers still could; the pair's random start order is what keeps that
-    from paying, README "Sandbox")."""
+    from paying, docs/concepts/sandbox.md)."""
     seen = []
     for _ in range(6):
         with EnvSession(IDENTITY, CFG) as env:
@@ -263,3 +263,94 @@ def test_a_worker_cannot_count_the_workers_before_it():
     uids = [s["uid"] for s in seen]
     if os.geteuid() == 0:  # root mode: a host uid of its own each
         assert len(set(uids)) == 6 and uids != list(range(uids[0], uids[0] + 6)), uids
+
+
+# --------------------------------------------------------------------------- the page cache
+
+# A file every jail shares read-only (the stdlib), a page per bit of a 12-bit token.
+PAGE_FILE = os.path.join(os.path.dirname(os.__file__), "pydoc_data", "topics.py")
+TOKEN_12 = 0b1011_0110_1001
+PAGES = [16 * i for i in range(12)]  # 64 KiB apart: no bit reads another's page ahead
+
+PAGE_COMMON = f'''
+import ctypes, json, mmap, os
+import gymnasium as gym
+
+PATH = os.path.join(os.path.dirname(os.__file__), "pydoc_data", "topics.py")
+PAGES = {PAGES}
+libc = ctypes.CDLL(None, use_errno=True)
+'''
+
+PAGE_SENDER = PAGE_COMMON + f'''
+class Sender(gym.Env):
+    metadata = {{"name": "page-sender", "max_turns": 1}}
+    def reset(self, seed=None, options=None):
+        fd = os.open(PATH, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no readahead: one page per bit
+        for bit, page in enumerate(PAGES):
+            if {TOKEN_12} >> bit & 1:
+                os.pread(fd, 1, page * 4096)
+        os.close(fd)
+        return "sent", {{}}
+    def step(self, action):
+        return "", 0.0, True, False, {{}}
+'''
+
+PAGE_RECEIVER = PAGE_COMMON + '''
+def nowait():
+    fd = os.open(PATH, os.O_RDONLY)
+    bits = 0
+    for bit, page in enumerate(PAGES):
+        try:
+            os.preadv(fd, [bytearray(1)], page * 4096, os.RWF_NOWAIT)
+            bits |= 1 << bit  # served from the cache: someone read this page
+        except BlockingIOError:
+            pass
+    return bits
+
+def in_core():
+    fd = os.open(PATH, os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    vec = ctypes.create_string_buffer(size // 4096 + 1)
+    if libc.mincore(addr, size, vec) != 0:  # one byte per page: 1 = in the page cache
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return sum(1 << bit for bit, page in enumerate(PAGES) if vec.raw[page] & 1)
+
+def cached_pages():
+    rng = (ctypes.c_uint64 * 2)(0, 0)
+    stat = (ctypes.c_uint64 * 8)()
+    if libc.syscall(451, os.open(PATH, os.O_RDONLY), rng, stat, 0) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return stat[0]
+
+def attempt(fn):
+    try:
+        return fn()
+    except OSError as e:
+        return "refused: " + os.strerror(e.errno)
+
+class Receiver(gym.Env):
+    metadata = {"name": "page-receiver", "max_turns": 1}
+    def reset(self, seed=None, options=None):
+        return json.dumps({"nowait": attempt(nowait), "mincore": attempt(in_core),
+                           "cachestat": attempt(cached_pages)}), {}
+    def step(self, action):
+        return "", 0.0, True, False, {}
+'''
+
+
+def test_the_page_cache_of_shared_files_carries_nothing():
+    fd = os.open(PAGE_FILE, os.O_RDONLY)  # host side: start from pages nobody has cached
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    with EnvSession(PAGE_SENDER, CFG) as a, EnvSession(PAGE_RECEIVER, CFG) as b:
+        assert a.reset()[0] == "sent"
+        seen = json.loads(b.reset()[0])
+    assert seen == {"nowait": "refused: Operation not supported",
+                    "mincore": "refused: Operation not permitted",
+                    "cachestat": "refused: Operation not permitted"}, seen

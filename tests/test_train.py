@@ -609,3 +609,53 @@ def test_designer_advantages_reach_trl_loss(tiny_model, tok, tmp_path):
     assert set(by_text) == set(expect)
     for text, a in expect.items():
         assert by_text[text] == pytest.approx(a, abs=1e-3), text
+
+
+# --------------------------------------------------------------------------- refused environments
+
+
+def _refused_round() -> list[dict]:
+    """One environment that trains, and one of each kind that must train no one."""
+    def env(cid, score=None, **marks):
+        rec = agent(cid, [episode([5], [([6, len(cid)], 1)], r) for r in (0.0, 1.0, 0.5)])
+        rec["rollouts"].update(marks)
+        if score is not None:
+            rec["score"] = score
+        return rec
+
+    ok = {"valid": True, "reason": "ok", "reward": 0.5, "accepted": True}
+    broken = {"valid": False, "reason": "contract_broken", "reward": None, "sample": False}
+    return [
+        env("good", ok),
+        env("broken", broken, contract_broken="a nonsense policy solves rollout seeds 1, 2"),
+        env("flaky", {**broken, "reason": "nondeterministic"},
+            nondeterministic="on replay, observation 0 differs"),
+        env("stale", ok, contract_broken="scored before rollout marked it"),
+        env("copy", {**ok, "reason": "duplicate", "accepted": False, "sample": False}),
+        env("low", {**ok, "reason": "below_min_regret", "accepted": False}),
+        env("bad", {"valid": False, "reason": "infeasible", "reward": None, "sample": False}),
+        # A design whose score missed rollout's mark gives no designer sample either.
+        {**designer("d0", "g", [1], [2, 0], 1.0), "rollouts": {"contract_broken": "x"}},
+        designer("d1", "g", [1], [2, 1], 0.0),
+        designer("d2", "g", [1], [2, 2], 0.5),
+    ]
+
+
+def test_refused_environments_train_no_one(tmp_path):
+    f = write(tmp_path / "c.jsonl", _refused_round())
+    groups, stats = read_groups([str(f)], role="both")
+    assert sorted({s.source.split(":")[0] for g in groups for s in g}) == ["d1", "d2", "good"]
+    assert stats.refused() == {"contract_broken": 7, "nondeterministic": 3, "duplicate": 3,
+                               "below_min_regret": 3, "infeasible": 3}
+    assert stats.as_dict()["skipped"]["refused_contract_broken"] == 7
+
+
+def test_cli_says_how_many_episodes_it_dropped(cli, tmp_path):
+    f = write(tmp_path / "c.jsonl", _refused_round()[1:3])
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    r = cli("train", f, "--model", tmp_path / "m", "--output-dir", tmp_path / "out",
+            "--role", "agent", "--if-empty", "fail")
+    assert r.returncode == 3 and b"nothing to train on" in r.stderr, r.stderr
+    assert b"dropped 6 episodes" in r.stderr
+    assert b"(contract_broken 3, nondeterministic 3)" in r.stderr

@@ -14,4 +14,5 @@ COMMANDS = {
     "spade-memory": "spade_cli.commands.memory",
     "spade-eval": "spade_cli.commands.eval",
     "spade-cat": "spade_cli.commands.cat",
+    "spade-export": "spade_cli.commands.export",
 }

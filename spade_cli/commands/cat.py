@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -34,7 +35,9 @@ app = make_app(
     "candidates.zst -o validated.zst writes them in the order of the stage's input, as one "
     "unsharded run would have.\n\n"
     "Importing a released pool: spade-cat --from-dir pool/ -o pool.jsonl.zst reads every "
-    "environment file under pool/ (checked against its SHA256SUMS) as a candidate record."
+    "environment file under pool/ (checked against its SHA256SUMS) as a candidate record.\n\n"
+    "Reading an export back: spade-cat --from pool-openenv/ -o pool.zst gives the records "
+    "spade-export wrote there."
 )
 
 
@@ -51,6 +54,9 @@ def cat(
         "--from-dir", help="Import a directory of environment files (recursively) as candidate "
         "records of origin `fixed`, with path and skill; a SHA256SUMS, manifest.csv or "
         "manifest.tsv in it (or --manifest) is checked first (exit 3 on a differing file).")] = None,
+    from_export: Annotated[str | None, typer.Option(
+        "--from", help="Read a spade-export directory (any format: openenv, verifiers, harbor) "
+        "back as the candidate records it was exported from, code from each env.py.")] = None,
     manifest: Annotated[str | None, typer.Option(
         "--manifest", help="Manifest of --from-dir (sha256sum output, or CSV/TSV with path, "
         "sha256 and optionally skill columns).")] = None,
@@ -63,7 +69,7 @@ def cat(
 ) -> None:
     if manifest is not None and from_dir is None:
         raise UsageError("--manifest needs --from-dir")
-    reader = RecordReader(inputs or ([] if from_dir else ["-"]))
+    reader = RecordReader(inputs or ([] if from_dir or from_export else ["-"]))
     records = (r for r in reader if kind is None or r.get("kind") == kind)
     if from_dir is not None:
         from ..envs.pool_import import pool_from_dir
@@ -71,6 +77,12 @@ def cat(
         pool = pool_from_dir(from_dir, manifest)
         log.info("%s: %d environment files", from_dir, len(pool))
         records = itertools.chain(records, (r for r in pool if kind in (None, "candidate")))
+    if from_export is not None:
+        from ..export import read_pool
+
+        pool = read_pool(Path(from_export))
+        log.info("%s: %d exported environments", from_export, len(pool))
+        records = itertools.chain(records, (r for r in pool if kind in (None, r.get("kind"))))
     if order_like:
         records = iter(_in_order_of(order_like, records, reader))
     with open_output(output, zstd) as out:

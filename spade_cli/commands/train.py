@@ -60,6 +60,7 @@ def train(
         try:
             groups, stats = load_groups(cfg)
         except NothingToTrain as e:
+            _say_refused(e.stats)
             if if_empty == "fail":
                 raise
             info = _unchanged(cfg, e)
@@ -90,6 +91,16 @@ def train(
         out.write(rec)
 
 
+def _say_refused(stats: Any) -> None:
+    """How many episodes (and designs) were left out because their environment trains
+    no one: rollout marked it, or spade-regret did not accept its score."""
+    refused = stats.refused()
+    if refused:
+        why = ", ".join(f"{reason} {n}" for reason, n in sorted(refused.items()))
+        log.info("dropped %d episodes and designs of environments that train no one (%s)",
+                 sum(refused.values()), why)
+
+
 def _unchanged(cfg: TrainJob, e: NothingToTrain) -> dict:
     path = str(Path(cfg.model).resolve()) if cfg.model else ""
     return {"path": path, "base_model": path, "role": cfg.role, "format": "unchanged", "metrics_path": None,
@@ -102,6 +113,7 @@ def _train(cfg: TrainJob, groups: list, stats: Any) -> dict | None:
     from ..train.grpo import check_config, plan_batches
 
     check_config(cfg)
+    _say_refused(stats)
     plan = plan_batches(cfg, groups, cfg.num_processes)
     log.info(
         "%d groups (designer %d, agent %d), %d samples, group size %d, %d optimizer steps; skipped %s",

@@ -1,5 +1,5 @@
 """The validation checks of spade-validate: many small `check_*` functions, each failing
-with one stable reason code (README "Reason codes").
+with one stable reason code (docs/commands/spade-validate.md#reason-codes).
 
 A check raises `Rejected(reason, detail)`; `validate_code` runs them in order and the first
 failure is the verdict. Everything that executes designer code goes through a session
@@ -17,6 +17,9 @@ Two resets with the same seed must agree, and at the end the first seed is repla
 (reset + solution + random baseline) in a fresh instance of the re-executed module, after
 all other episodes ran: a different observation, hint, solution or transition is
 `nondeterministic` (this catches unseeded or global randomness, clocks and counters).
+Last, each seed's first and longest episodes are replayed in a second, fresh worker of
+another identity (uid slot, start mode, address layout: `check_across_workers`), under
+either contract: a task drawn from who the worker is differs there.
 
 Environments of the published contract (`contracts`) get `published_checks` instead;
 the checks both contracts use live below both, in `shared_checks`.
@@ -37,15 +40,17 @@ from dataclasses import dataclass, field
 from ..errors import SpadeError
 from .contracts import published_protocol, resolve_contract
 from .leaks import hint_leak
-from .published_checks import PUBLISHED_CHECKS, run_published_checks
+from .published_checks import PUBLISHED_CHECKS, check_published_reset, run_published_checks
 from .shared_checks import (
     RETURN_EPS,
     CheckEpisode,
     Policy,
     Rejected,
     TimedSession,
+    Twin,
     _tokens,
     call,
+    check_across_workers,
     check_ends,
     check_metadata,
     check_reset,
@@ -196,7 +201,7 @@ class Verdict:
     multi_turn: bool | None = None  # observations depend on the actions (None: not measured)
 
 
-# The checks each contract runs, in order (the README's "Validation" lists them).
+# The checks each contract runs, in order (docs/commands/spade-validate.md#how-it-checks).
 SPADE_CHECKS = ("loads", "metadata", "resets", "deterministic", "feasible", "reward_range",
                 "terminates", "hint_leak", "not_trivial", "resources")
 
@@ -306,12 +311,19 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
         check_syntax(code)
         try:
             with open_session(code) as session:
-                session = TimedSession(session, budget)
-                check_contract(session_metadata(session), kind)
-                if kind == "published":
-                    meta = run_published_checks(session, seeds, published_protocol(code), episodes)
-                else:
-                    meta = run_checks(session, seeds, episodes)
+                twin = Twin(session)
+                try:
+                    session = TimedSession(session, budget)
+                    check_contract(session_metadata(session), kind)
+                    if kind == "published":
+                        protocol = published_protocol(code)
+                        meta = run_published_checks(session, seeds, protocol, episodes)
+                        check_across_workers(twin, episodes, check_published_reset)
+                    else:
+                        meta = run_checks(session, seeds, episodes)
+                        check_across_workers(twin, episodes, check_reset)
+                finally:
+                    twin.close()
         except Rejected:
             raise
         except SpadeError:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from ..records import REASONS
@@ -273,3 +275,51 @@ def check_trivial(solved: dict[str, int], n_seeds: int) -> None:
     for name, n in solved.items():
         if name != "hint" and n >= need:
             raise Rejected("trivial", f"the {name} policy solves {n} of {n_seeds} seeds")
+
+
+class Twin:
+    """The second worker of `check_across_workers` (`session.twin()`), started on a thread
+    as soon as the first is open, so that its start (a bwrap and Python of its own,
+    ~0.5 s) overlaps the first one's checks. `close` stops it whenever it is ready."""
+
+    def __init__(self, session):
+        self.future: Future | None = None
+        if getattr(session, "twin", None) is not None:
+            self.future = Future()
+            threading.Thread(target=self._start, args=(session,), daemon=True).start()
+
+    def _start(self, session) -> None:
+        try:
+            self.future.set_result(session.twin())
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits for it
+            self.future.set_exception(e)
+
+    def session(self):
+        return call(self.future, "result")  # a sandbox failure on start is a verdict
+
+    def close(self) -> None:
+        if self.future is not None:
+            self.future.add_done_callback(lambda f: f.exception() or f.result().close())
+
+
+def check_across_workers(twin: Twin, episodes: list[CheckEpisode], reset_check: Callable) -> None:
+    """Each seed's first and longest episodes, replayed action for action in a fresh worker
+    of another identity (`EnvSession.twin`: uid slot, start mode, address layout), must
+    be the same episodes: a task drawn from the worker's uid, addresses or an unseeded
+    source differs there, on every seed or only on some."""
+    if twin.future is None:
+        return
+    picks: dict[int, list[CheckEpisode]] = {}
+    for ep in episodes:
+        mine = picks.setdefault(ep.seed, [ep])
+        if len(ep.steps) > len(mine[-1].steps):
+            mine[1:] = [ep]
+    other = twin.session()
+    for ep in (e for eps in picks.values() for e in eps):
+        again = run_episode(other, ep.seed, [s[0] for s in ep.steps], len(ep.steps),
+                            ep.policy, reset_check=reset_check)
+        try:
+            check_same_episode(ep, again)
+        except Rejected as r:
+            raise Rejected(r.reason, f"{r.detail} (in a fresh worker of another uid, start "
+                                     "mode and address layout)") from None

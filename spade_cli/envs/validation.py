@@ -9,11 +9,13 @@
      duplicates too when `near=` sets a Jaccard threshold. Only designs count: a
      replayed or library candidate is never a duplicate of memory. With --shard, each
      shard only sees its own batch;
-  3. the checks of `checks.validate_code`, in one sandboxed worker per candidate,
-     `workers` candidates at a time.
+  3. the checks of `checks.validate_code`, in one sandboxed worker per candidate (and a
+     second one, of another identity, that replays each seed), `workers` candidates at
+     a time.
 Each record gets `validation` {valid, reason, detail, seconds, seeds, contract, checks,
-multi_turn} and, when valid, `env` {code, name, summary, max_turns, tools?, contract?,
-action_format?} (the last two for the published contract).
+multi_turn; seccomp: false where workers ran without a filter} and, when valid, `env`
+{code, name, summary, max_turns, tools?, contract?, action_format?} (the last two for
+the published contract).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from ..records import rng_for
+from ..sandbox.seccomp import host_filter
 from . import extract_code, module_summary
 from .checks import Rejected, Verdict, check_code_present, check_syntax, validate_code
 from .contracts import resolve_contract
@@ -69,6 +72,8 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
                          "detail": verdict.detail, "seconds": verdict.seconds,
                          "seeds": verdict.seeds, "contract": verdict.contract,
                          "checks": verdict.checks, "multi_turn": verdict.multi_turn}
+    if host_filter()[0] is None:  # workers ran without a seccomp filter (--unsafe-no-seccomp)
+        out["validation"]["seccomp"] = False
     if verdict.valid:
         out["env"] = _env_field(rec, code, verdict.meta)
     return out

@@ -3,10 +3,10 @@
 A table per stage, and each table is that stage's settings class (`stage_settings.py`,
 `engines.settings`, `sandbox.settings`): the same declarations give the commands their
 flags, so a field here and the flag of the command it configures cannot disagree (the
-README "spade-loop" and `spade-loop --show-config` print them). Unknown tables or
-fields, and values of the wrong type or out of bounds, are errors that name the field.
-`extra_args` in any stage table passes raw flags through to that stage's command, for
-options the config does not model.
+config table of docs/commands/spade-loop.md and `spade-loop --show-config` print them).
+Unknown tables or fields, and values of the wrong type or out of bounds, are errors that
+name the field. `extra_args` in any stage table passes raw flags through to that stage's
+command, for options the config does not model.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ..stage_settings import (
     TrainSettings,
     ValidateSettings,
 )
+from .trackers import TRACKERS, check_trackers
 
 
 @dataclass
@@ -41,7 +42,8 @@ class BaselineSettings:
         writes environments) or fixed-pool (no designer: the agent trains on a fixed pool of
         environments).""")
     pool: str = option("library", cli=False, help="""Fixed pool for mode = fixed-pool: "library"
-        (the example environments), "reasoning-gym" or "reasoning-gym:fam1,fam2" (its task
+        (the example environments), "micro" (the micro world's families at every level),
+        "reasoning-gym" or "reasoning-gym:fam1,fam2" (its task
         families as environments; needs the eval extra), or a candidates file.""")
     pool_size: int = option(8, cli=False, min=1, help="Environments drawn from the pool each round.")
 
@@ -56,6 +58,16 @@ class LoopSettings:
         without hints on the previous step's checkpoint and trains the agent again; then the
         designer trains once, its win rate over all the round's no-hint plays. 1: one update
         on both roles' samples.""")
+    world: str = option("spade", cli=False, choices=("spade", "micro"), help="""spade: the example
+        library is the first memory and, without a model path, the tiny random model is built;
+        micro: the micro world (spade_cli/micro/): the micro library is the first memory and
+        the fixed pool, and the pretrained micro model (spade-init-model --kind micro, cached)
+        is the base model.""")
+    report_to: list[str] = option(cli=False, factory=list, choices=TRACKERS, help="""Experiment
+        trackers that get every round's metrics and plots, beside RUN/metrics.jsonl (which stays
+        the source of truth): any of "wandb" (RUN/wandb/; WANDB_MODE=offline keeps it local),
+        "tensorboard" (RUN/tensorboard/) and "trackio" (its local store, project "spade"). The
+        packages are the `trackers` extra.""")
 
 
 STAGE_TABLES: dict[str, type] = {
@@ -123,6 +135,7 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
         else:
             raise UsageError(f"{source}: unknown field {key!r}")
     cfg = LoopConfig(**kwargs, extra_args=extra)
+    check_trackers(cfg.loop.report_to)
     if cfg.rounds < 1:
         raise UsageError(f"{source}: 'rounds' must be at least 1, got {cfg.rounds}")
     if cfg.loop.agent_steps > 1 and not (cfg.train.enabled and cfg.train.role in ("agent", "both")):
@@ -136,7 +149,7 @@ def to_dict(cfg: LoopConfig) -> dict[str, Any]:
 
 
 def describe_fields() -> list[tuple[str, str, str]]:
-    """(field, default, documentation) rows for the README and `spade-loop --show-config`."""
+    """(field, default, documentation) rows for the docs and `spade-loop --show-config`."""
     import ast
     import inspect
 

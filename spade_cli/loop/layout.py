@@ -62,7 +62,7 @@ def memory_in(cfg: LoopConfig, r: int) -> Path | None:
 
 
 def base_model(cfg: LoopConfig) -> str:
-    return cfg.model.path or str(cfg.run_dir / "tiny-model")
+    return cfg.model.path or str(cfg.run_dir / ("micro-model" if cfg.loop.world == "micro" else "tiny-model"))
 
 
 class Shell(str):

@@ -21,6 +21,7 @@ from .layout import (
     train_metrics_file,
 )
 from .recipe import round_stages
+from .trackers import report_round
 
 if TYPE_CHECKING:
     from .config import LoopConfig
@@ -166,7 +167,8 @@ def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
             summary.update({k: rescored[k] for k in ("designer_reward_mean", "designer_samples",
                                                       *(f"{c}_mean" for c in COMPONENTS))})
     _write_metrics(cfg, summary)
-    plot_run(cfg)
+    plots = plot_run(cfg)
+    report_round(cfg.run_dir, cfg.name, cfg.loop.report_to, summary, plots)
     return summary
 
 

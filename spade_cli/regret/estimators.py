@@ -1,7 +1,7 @@
 """Regret estimators and the designer's reward shapes: pure maths over episode stats.
 
 For one valid environment the rollout stage ran K episodes without the hint (returns
-R_nohint, successes S_nohint) and K with it (R_hint). Estimators (README "spade-regret"):
+R_nohint, successes S_nohint) and K with it (R_hint). Estimators (docs/commands/spade-regret.md):
 
   mean-gap      mean(R_hint) - mean(R_nohint)                      in [-1, 1]
   max-gap       max(R_hint) - mean(R_nohint)                       in [-1, 1]
@@ -10,7 +10,7 @@ R_nohint, successes S_nohint) and K with it (R_hint). Estimators (README "spade-
   learnability  p * (1 - p),  p = mean(S_nohint)                   in [0, 0.25]
                 highest when the agent solves it half the time (no hint needed).
 
-The published recipe's designer rewards (README "Fidelity to the published recipe"),
+The published recipe's designer rewards (docs/concepts/fidelity.md),
 with regret = mean-gap and win rate w = mean(R_nohint):
 
   blend               a * plateau(w) + b * clip(regret / scale, 0, 1)   (default;

@@ -112,6 +112,7 @@ class Episode:
         self.final_obs: str | None = None  # the observation after the last step
         self.verified: bool | None = None  # replayed and reproduced (None: not replayed)
         self.mismatch: str | None = None
+        self.filtered = True  # its worker ran under the seccomp filter
 
     # -- bookkeeping --------------------------------------------------------------
 
@@ -161,6 +162,7 @@ class Episode:
 
         try:
             self.session = EnvSession(self.job.code, cfg)
+            self.filtered = self.session.filtered
         except Exception as e:  # EnvError ends this episode; anything else the run (begin)
             self.spawn_error = e
 
@@ -338,6 +340,8 @@ class Episode:
             ep["verified"] = self.verified
         if self.mismatch:
             ep["mismatch"] = self.mismatch
+        if not self.filtered:
+            ep["seccomp"] = False  # the user accepted workers without a filter here
         ep["prompt_ids"] = traj.prompt_ids if traj else []
         ep["completion_ids"] = traj.completion_ids if traj else []
         ep["env_mask"] = traj.env_mask if traj else []

@@ -37,14 +37,19 @@ What the sandbox covers
 - Identity: as root, bwrap runs without a user namespace and the worker switches to its
   own unprivileged host uid (one per live worker, so RLIMIT_NPROC, which the kernel
   ignores for uid 0, is a per-worker process limit); every capability is dropped
-  (bounding set included) and no-new-privs is set. A seccomp filter (x86_64) refuses new
+  (bounding set included) and no-new-privs is set (`jail.py`). A seccomp filter, compiled by
+  libseccomp from one rule list for the host's architecture (x86_64, aarch64, ...:
+  `seccomp.RULES`; any other ABI of the machine is killed), refuses new
   namespaces (a user namespace of its own would let the environment mount an unbounded
   tmpfs), setns, mount and the new mount API, ptrace, bpf, perf_event_open, userfaultfd,
   io_uring, keyrings, kernel modules, kexec, reboot, swap, process_vm_*, personality,
   modify_ldt, memfd_create, memfd_secret, SysV shared memory and message queues, file
   locks and leases (flock, fcntl record/OFD locks, F_GETLK), dnotify, inotify and
-  fanotify, and every socket family but AF_UNIX, AF_INET, AF_INET6 and NETLINK_ROUTE
-  (`worker.seccomp_program`). As a non-root
+  fanotify, the page cache's residency (mincore, cachestat, RWF_NOWAIT reads), and every
+  socket family but AF_UNIX, AF_INET, AF_INET6 and NETLINK_ROUTE. Where no filter can be
+  built (no libseccomp.so.2), workers refuse to start unless the user accepts running
+  without one (`SandboxConfig.allow_no_filter`, `--unsafe-no-seccomp`), and every record
+  then says `seccomp: false`. As a non-root
   user, bwrap's user namespace maps the worker to uid 65534 and NPROC counts per
   namespace (tests cover both; the unprivileged one runs when the Python and the checkout
   are readable by uid 65534).
@@ -67,6 +72,10 @@ What the sandbox covers
 - Protocol: what the environment prints goes to that stderr sink, not to the protocol
   channel; the parent validates every reply (size, JSON, sequence number), so a worker
   that writes garbage or floods ends as `protocol`/`flood`, never hangs the parent.
+- What the parent holds: counted as each reply is read (the decoded objects' size), at
+  most `episode_mb` (32 MiB) from one reset() to the next and `session_mb` (128 MiB)
+  over a worker's life; past either the session fails `flood`. A stage holds at most
+  that per live session, however much its environments print.
 
 - Memory: as root, where the kernel has a memory cgroup (`cgroup.py`), each worker and
   all it starts share one of memory_mb + tmp_mb + shm_mb: heap, children, tmpfs pages,
@@ -86,11 +95,15 @@ What the sandbox covers
 What it does not cover
 ----------------------
 - The kernel is shared: a kernel exploit escapes it. The seccomp filter is mostly a deny
-  list (x86_64 only; none elsewhere): most system calls stay reachable, and the
-  namespaces and the uid are what limit what they can touch.
+  list: most system calls stay reachable, and the namespaces and the uid are what limit
+  what they can touch.
 - CPU and memory bandwidth are not shared fairly: a worker can use a whole core until its
-  time limits fire, and load is visible to all (/proc/loadavg, /proc/stat, free memory):
-  a slow covert channel between workers alive together that no namespace closes.
+  time limits fire. Contention is a covert channel between workers alive together that
+  no namespace or filter closes: a sender that spins or idles by turns slows a receiver
+  that times its own loop (a 12-bit token has crossed this way between two concurrent
+  workers). So is the timing of reads of the files every jail shares (a page another
+  worker read comes back faster), though the filter refuses the calls that read the
+  cache's state.
 - Without a memory cgroup (not root, cgroup=False), tmpfs pages are host memory outside
   RLIMIT_AS (bounded by their sizes: 128 workers x (tmp_mb + shm_mb) at worst) and each
   of up to nproc processes has its own memory_mb.

@@ -41,6 +41,7 @@ PY_FLAGS = ("-s", "-P", "-B")
 PY_ROOT = "/opt/python"
 WORKER_PATH = "/opt/spade/worker.py"
 SITE = "/opt/site"  # the allowed distributions (on PYTHONPATH inside)
+MICRO_SITE = Path(__file__).resolve().parents[1] / "micro" / "site"
 
 
 class EnvError(Exception):
@@ -86,6 +87,13 @@ class SandboxConfig:
     """Largest reply line (one observation + info, JSON)."""
     output_bytes: int = 1 << 20
     """Most bytes the environment may print (stdout + stderr) during one call."""
+    episode_mb: int = 32
+    """Most the parent holds of one episode: the decoded size (Python objects) of every
+    reply from a reset() to the next (observations, info). Checked as each reply is read;
+    past it the session fails `flood`."""
+    session_mb: int = 128
+    """Most the parent holds of one worker over its whole life (metadata and tool specs,
+    every episode's replies): one candidate's checks in spade-validate. `flood` past it."""
     fork: bool = True
     """Fork workers from one preloaded sandboxed Python (ForkServer: milliseconds per worker)
     where that applies (root, Linux >= 5.3); else, or when False, each worker starts its
@@ -94,6 +102,10 @@ class SandboxConfig:
     """As root, where the kernel offers a memory cgroup: each worker and everything it
     starts share one limit of memory_mb + tmp_mb + shm_mb MiB (heap, children, tmpfs
     pages, pipes, kernel memory). SPADE_SANDBOX_CGROUP=0 turns it off everywhere."""
+    allow_no_filter: bool = False
+    """Where no seccomp filter can be built (no libseccomp.so.2, an architecture it does
+    not know), run workers without one instead of refusing to start. Every record a
+    worker without a filter produced says so (`seccomp: false`)."""
     packages: tuple[str, ...] = ()
     """Distributions visible inside besides gymnasium and its dependencies."""
     extra_env: dict = field(default_factory=dict)
@@ -164,7 +176,8 @@ def unreadable_binds(packages: tuple[str, ...] = ()) -> list[str]:
     """Host paths the jail binds that this process's (real) user cannot read: bwrap,
     running as that user, would fail on each. Empty when the sandbox can be built."""
     lay = python_layout(tuple(packages))
-    paths = [lay.executable, lay.stdlib, str(Path(__file__).with_name("worker.py"))]
+    paths = [lay.executable, lay.stdlib, str(Path(__file__).with_name("worker.py")),
+             str(Path(__file__).with_name("jail.py"))]
     paths += [host for host, _name in lay.site_binds]
     if lay.libdir:
         try:
@@ -294,6 +307,8 @@ def jail_env(cfg: SandboxConfig, layout: PythonLayout | None) -> dict:
         # Only the allowed distributions, whatever this Python's site.py believes in
         # (Debian's looks for dist-packages, pyenv's for site-packages).
         env["PYTHONPATH"] = SITE
+    else:
+        env["PYTHONPATH"] = str(MICRO_SITE)  # unconfined: the micro world's module alone
     if layout and layout.libdir:
         # The interpreter's RUNPATH names its host prefix, which does not exist inside.
         env["LD_LIBRARY_PATH"] = f"{PY_ROOT}/lib"
@@ -342,9 +357,12 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tupl
     a += ["--perms", "0755", "--tmpfs", SITE]
     for host, name in lay.site_binds:
         a += ["--ro-bind", host, f"{SITE}/{name}"]
+    # The micro world's families, which designs of the micro world import (`spade_micro`).
+    a += ["--ro-bind", str(MICRO_SITE / "spade_micro.py"), f"{SITE}/spade_micro.py"]
     a += ["--remount-ro", SITE,
           "--perms", "0755", "--dir", "/opt/spade",
           "--ro-bind", str(Path(__file__).with_name("worker.py")), WORKER_PATH,
+          "--ro-bind", str(Path(__file__).with_name("jail.py")), "/opt/spade/jail.py",
           "--ro-bind", str(Path(__file__).with_name("published.py")), "/opt/spade/published.py",
           "--proc", "/proc", *_proc_masks(),
           # bwrap's /proc leaves the host's /proc/sys writable to root: remount read-only.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from ..errors import ResourceError
 from .cgroup import WorkerCgroup, join_in_child, remove_later
 from .config import (
     PY_FLAGS,
@@ -31,12 +34,18 @@ from .config import (
 from .forkserver import ForkedProcess, Unavailable, fork_server
 from .keeper import spawn_from_keeper
 from .notices import warn_once, warn_unsafe
+from .seccomp import host_filter
 from .uids import uids
-from .worker import MAX_DEPTH, protocol_problem
+from .worker import MAX_DEPTH, protocol_scan
 
 _TAIL = 4096  # bytes of the worker's stderr kept for error details
 
 _fd_limit_raised = False
+
+
+@functools.lru_cache(maxsize=1)
+def _hex(program: bytes) -> str:
+    return program.hex()
 
 
 def _wait_fd(fd: int, event: int, timeout: float) -> bool:
@@ -74,6 +83,7 @@ class EnvSession:
 
     def __init__(self, code: str, cfg: SandboxConfig | None = None):
         self.cfg = cfg or SandboxConfig()
+        self.code = code
         self.forks = fork_server(self.cfg)
         self.uid: int | None = None  # host uid of the worker (root mode); kept after close
         self._uid_held = False
@@ -87,9 +97,12 @@ class EnvSession:
         self._buf = bytearray()
         self._tail = bytearray()
         self._printed = 0
+        self.held = 0  # decoded bytes of every reply so far (bounded by session_mb)
+        self._episode_held = 0  # of the replies since the last reset (episode_mb)
         self._pidfd: int | None = None
         self.sandbox_pid: int | None = None  # host pid of the sandbox's pid 1 (not unsafe mode)
         self._episode_end: float | None = None
+        self.filtered = True  # the worker runs under the seccomp filter
         self.cgroup: WorkerCgroup | None = None  # the worker's memory cgroup, where there is one
         t0 = time.monotonic()
         try:
@@ -109,6 +122,7 @@ class EnvSession:
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         with self._lock:
             self._episode_end = time.monotonic() + self.cfg.episode_timeout
+            self._episode_held = 0
             out = self._call({"op": "reset", "seed": seed, "options": options}, "reset()")
         if not (isinstance(out, list) and len(out) == 2):
             self._fail("protocol", "malformed reset reply")
@@ -130,6 +144,15 @@ class EnvSession:
             out = self._call({"op": "new", "reload": reload}, "re-instantiating")
         self._describe(out)
         return self.metadata
+
+    def twin(self) -> EnvSession:
+        """A fresh worker for the same module, of another identity: its own uid slot (this
+        worker's is still held), the other start mode (a bwrap and Python of its own where
+        this worker was forked, so another address layout and process history; forked
+        where this one was not and forking applies). Same seed, same episode holds in
+        every worker: the validator compares the two."""
+        forked = isinstance(self.proc, ForkedProcess)
+        return EnvSession(self.code, dataclasses.replace(self.cfg, fork=not forked))
 
     @property
     def alive(self) -> bool:
@@ -200,6 +223,7 @@ class EnvSession:
             _fd_limit_raised = True
             _raise_fd_limit()
         cfg = self.cfg
+        self._filter = self._filter_hex()
         if self.forks is not None:
             check_sandbox()  # bwrap still here: the same answer whichever way workers start
             try:
@@ -214,7 +238,7 @@ class EnvSession:
             warn_unsafe()
             argv = [sys.executable, *PY_FLAGS, str(Path(__file__).with_name("worker.py"))]
             env = jail_env(cfg, None)
-            settings = {"uid": None, "limits": cfg.limits()}
+            settings = {"uid": None, "limits": cfg.limits(), "seccomp": self._filter}
         else:
             bwrap = check_sandbox()
             if os.geteuid() == 0:
@@ -226,7 +250,7 @@ class EnvSession:
             argv += [f"{PY_ROOT}/bin/python", *PY_FLAGS, WORKER_PATH]
             # bwrap's own environment is readable inside as /proc/1/environ: give it none.
             env = {}
-            settings = {"uid": self.uid, "limits": cfg.limits()}
+            settings = {"uid": self.uid, "limits": cfg.limits(), "seccomp": self._filter}
         argv.append(json.dumps(settings))
         cg_fd = self._new_cgroup()
         try:
@@ -248,6 +272,20 @@ class EnvSession:
         if info_r is not None:
             self._read_info(info_r)
 
+    def _filter_hex(self) -> str | None:
+        """The seccomp program for the worker, or None where the user accepted running
+        without one; without either, the sandbox refuses to start (ResourceError)."""
+        program, why = host_filter()
+        if program is not None:
+            return _hex(program)
+        if not self.cfg.allow_no_filter:
+            raise ResourceError(f"no seccomp filter can be installed here: {why}; or pass "
+                                "--unsafe-no-seccomp to run workers without one")
+        warn_once(f"spade: warning: workers run WITHOUT a seccomp filter ({why}); every "
+                  "record says seccomp: false")
+        self.filtered = False
+        return None
+
     def _watch_pipes(self) -> None:
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             os.set_blocking(f.fileno(), False)
@@ -263,7 +301,8 @@ class EnvSession:
         cg_fd = self._new_cgroup()
         try:
             self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
-                                         "tmp_mb": cfg.tmp_mb, "shm_mb": cfg.shm_mb}, cg_fd)
+                                         "seccomp": self._filter, "tmp_mb": cfg.tmp_mb,
+                                         "shm_mb": cfg.shm_mb}, cg_fd)
         except Unavailable:
             if self.cgroup is not None:  # the bwrap path makes its own
                 self.cgroup.remove()
@@ -389,9 +428,10 @@ class EnvSession:
             self._fail("protocol", f"{what}: reply out of sequence")
         # The worker bounds what it sends, but the environment shares its process and may
         # write to the channel itself: check again here.
-        problem = protocol_problem(msg, MAX_DEPTH + 1)  # the result sits one level down
+        problem, size = protocol_scan(msg, MAX_DEPTH + 1)  # the result sits one level down
         if problem is not None:
             self._fail("protocol", f"{what}: the reply holds {problem}"[:2000])
+        self._hold(size, what)
         if msg.get("ok") is True:
             return msg.get("result")
         reason, detail = msg.get("reason"), str(msg.get("detail", ""))[:2000]
@@ -400,6 +440,17 @@ class EnvSession:
         if msg.get("fatal", True):
             self._fail(reason, detail)
         raise EnvError(reason, detail, fatal=False)
+
+    def _hold(self, size: int, what: str) -> None:
+        """Count a decoded reply against the episode's and the worker's bounds: what the
+        parent keeps of an environment must not grow with what the environment prints."""
+        self.held += size
+        self._episode_held += size
+        for held, mb, of in ((self._episode_held, self.cfg.episode_mb, "this episode's"),
+                             (self.held, self.cfg.session_mb, "this worker's")):
+            if held > mb << 20:
+                self._fail("flood", f"{what}: {of} replies hold {held / (1 << 20):.0f} MiB, "
+                                    f"over the {mb} MiB bound")
 
     def _fail(self, reason: str, detail: str):
         """Kill the worker and everything it started; this session now answers `reason`."""

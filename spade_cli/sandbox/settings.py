@@ -17,6 +17,10 @@ class SandboxSettings:
     unsafe_no_sandbox: bool = option(False, "--unsafe-no-sandbox", help="""Run designer code
         WITHOUT the bubblewrap sandbox (rlimits only). Dangerous: only for trusted code or
         inside a disposable VM/container.""")
+    unsafe_no_seccomp: bool = option(False, "--unsafe-no-seccomp", help="""Where no
+        seccomp filter can be built (libseccomp missing, an unknown architecture), run
+        workers without one instead of refusing to start; every record then says
+        `seccomp: false`.""")
     packages: list[str] = option(None, "--sandbox-package", factory=list, help="""Another
         installed distribution the environments may import inside the sandbox (repeatable;
         its dependencies come along), e.g. reasoning-gym for its fixed pool.""")
@@ -29,5 +33,6 @@ class SandboxSettings:
         """The `SandboxConfig` of these options, with other limits as given."""
         from .config import SandboxConfig
 
-        return SandboxConfig(unsafe=self.unsafe_no_sandbox, call_timeout=self.call_timeout,
+        return SandboxConfig(unsafe=self.unsafe_no_sandbox,
+                             allow_no_filter=self.unsafe_no_seccomp, call_timeout=self.call_timeout,
                              memory_mb=self.memory_mb, packages=tuple(self.packages), **limits)

@@ -8,7 +8,8 @@ the sandbox. Order matters, because everything after step 4 may be hostile:
   1. drop to the host uid the parent picked (root mode) and shed every capability,
   2. move the protocol channel off fd 1 (fd 1 and 2 of untrusted code go to the
      parent's bounded stderr sink),
-  3. set the resource limits (hard = soft, so untrusted code cannot raise them),
+  3. set the resource limits (hard = soft, so untrusted code cannot raise them) and
+     install the parent's seccomp filter (steps 1 and 3: `jail.py`, beside this file),
   4. preload gymnasium and numpy, say "ready",
   5. read the module source (first stdin line), exec it, find the Env class,
      instantiate it, answer JSON-lines requests until stdin closes.
@@ -29,187 +30,9 @@ import traceback
 import types
 
 SETTINGS: dict = {}  # from argv (main) or the fork server's request (run_worker)
+JAIL = None  # jail.py, loaded once by a fork server for all its workers
 MAIN_PID = os.getpid()
 PROTO = None  # fd of the protocol channel to the parent
-
-
-def drop_privileges(uid):
-    """Become `uid` on the host: RLIMIT_NPROC is not enforced for uid 0, and root
-    without capabilities can still write root-owned files such as /proc/sys."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_capbset_drop = 24
-    for cap in range(64):  # empty the bounding set while CAP_SETPCAP is still held
-        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
-            break
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)  # clears permitted/effective/ambient capabilities
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                    ("inheritable", ctypes.c_uint32)]
-
-    data = (Data * 2)()  # all zero: drop the inheritable set too
-    if libc.capset(ctypes.byref(Header(0x20080522, 0)), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed")
-    pr_set_no_new_privs = 38
-    libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0)
-    if os.getuid() != uid or os.geteuid() != uid:
-        raise SystemExit("could not drop privileges")
-
-
-# Seccomp (x86_64 only): refuse what an unprivileged process should never need, what
-# widens the kernel's attack surface, and what would let two workers talk. Above all new
-# namespaces: in a user namespace of its own the environment would be "root" there, could
-# mount a tmpfs with no size limit (host memory, outside RLIMIT_AS) and reach kernel code
-# that needs capabilities. Then every channel between workers that the namespaces leave:
-# advisory locks and leases on the files every jail shares read-only (the Python tree),
-# inotify/fanotify/dnotify on them, and memory the limits cannot count (SysV shared
-# memory and message queues, memfds). Sockets: an allow-list of families, so vsock
-# (not confined by a network namespace), netlink bar routing, packet and the rest are refused.
-_X86_64 = 0xC000003E
-_NS_FLAGS = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
-_SYS_UNSHARE, _SYS_CLONE, _SYS_CLONE3 = 272, 56, 435
-_SYS_FCNTL, _SYS_FLOCK, _SYS_SOCKET, _SYS_SOCKETPAIR = 72, 73, 41, 53
-_DENIED = (308, 165, 166, 155, 161, 250, 248, 249, 101, 298, 321, 323, 246, 320, 175, 313, 176,
-           304, 303, 167, 168, 169, 163, 179, 428, 429, 430, 431, 432, 433, 442, 425, 426, 427,
-           310, 311,  # setns mount umount2 pivot_root chroot keyctl add_key request_key ptrace
-           # perf_event_open bpf userfaultfd kexec_* *_module *_handle_at swap* reboot acct
-           # quotactl the new mount API, io_uring, process_vm_*
-           253, 254, 294, 300, 301,  # inotify_init inotify_add_watch inotify_init1 fanotify_*
-           135, 154, 447,  # personality modify_ldt memfd_secret
-           29, 68, 319,  # shmget msgget memfd_create
-           99)  # sysinfo: machine-wide load, free memory and process count (as /proc/loadavg)
-# fcntl commands that lock, lease or watch: F_GETLK F_SETLK F_SETLKW F_OFD_GETLK
-# F_OFD_SETLK F_OFD_SETLKW F_SETLEASE F_GETLEASE F_NOTIFY (F_GETLK reads others' locks).
-_FCNTL_DENIED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
-_SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX AF_INET AF_INET6 (loopback only: own netns)
-# and NETLINK_ROUTE, which glibc's getaddrinfo and if_nameindex use (it sees only the
-# worker's own network namespace); no other netlink protocol (uevents, audit, ...).
-_AF_NETLINK, _NETLINK_ROUTE = 16, 0
-
-
-def seccomp_program():
-    """A classic-BPF filter as bytes (struct sock_filter[]), or None off x86_64."""
-    import platform
-    import struct
-
-    if platform.machine() != "x86_64":
-        return None
-    allow, kill = 0x7FFF0000, 0x80000000
-    eperm, enosys = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
-    enolck, eafnosupport = 0x00050000 | errno.ENOLCK, 0x00050000 | errno.EAFNOSUPPORT
-    prog = []  # (code, jt, jf, k) with jt/jf as label names or 0
-
-    def ld(off): prog.append((0x20, 0, 0, off))
-    def jeq(k, jt, jf=0): prog.append((0x15, jt, jf, k))
-    def ret(k): prog.append((0x06, 0, 0, k))
-
-    ld(4)
-    jeq(_X86_64, 0, "kill")
-    ld(0)
-    prog.append((0x35, "eperm", 0, 0x40000000))  # x32 ABI syscall numbers
-    jeq(_SYS_UNSHARE, "flags")
-    jeq(_SYS_CLONE, "flags")
-    jeq(_SYS_CLONE3, "enosys")  # glibc falls back to clone(), whose flags we can see
-    jeq(_SYS_FCNTL, "fcntl")
-    jeq(_SYS_FLOCK, "enolck")
-    jeq(_SYS_SOCKET, "family")
-    jeq(_SYS_SOCKETPAIR, "family")
-    for nr in _DENIED:
-        jeq(nr, "eperm")
-    ret(allow)
-    labels = {"flags": len(prog)}  # (jumps go forward only: each section returns itself)
-    ld(16)  # low 32 bits of the first argument: the clone/unshare flags
-    prog.append((0x45, "eperm", 0, _NS_FLAGS))
-    ret(allow)
-    labels["fcntl"] = len(prog)
-    ld(24)  # the second argument: the fcntl command
-    for cmd in _FCNTL_DENIED:
-        jeq(cmd, "enolck")
-    ret(allow)
-    labels["family"] = len(prog)
-    ld(16)  # the first argument: the address family
-    for fam in _SOCKET_FAMILIES:
-        jeq(fam, "family_ok")
-    jeq(_AF_NETLINK, 0, "family_no")
-    ld(32)  # the third argument: the netlink protocol
-    jeq(_NETLINK_ROUTE, "family_ok")
-    labels["family_no"] = len(prog)
-    ret(eafnosupport)
-    labels["family_ok"] = len(prog)
-    ret(allow)
-    labels["eperm"] = len(prog)
-    ret(eperm)
-    labels["enosys"] = len(prog)
-    ret(enosys)
-    labels["enolck"] = len(prog)
-    ret(enolck)
-    labels["kill"] = len(prog)
-    ret(kill)
-    out = b""
-    for i, (code, jt, jf, k) in enumerate(prog):
-        jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
-        jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
-        if not (0 <= jt < 256 and 0 <= jf < 256):
-            raise ValueError("seccomp jump out of range")
-        out += struct.pack("=HBBI", code, jt, jf, k)
-    return out
-
-
-_SECCOMP = None  # the program, computed once by a fork server for all its workers
-
-
-def install_seccomp():
-    import ctypes
-
-    prog = _SECCOMP or seccomp_program()
-    if prog is None:
-        return False
-
-    class Fprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
-    fprog = Fprog(len(prog) // 8, prog)
-    pr_set_seccomp, seccomp_mode_filter = 22, 2
-    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
-    return True
-
-
-def set_limits(lim):
-    import resource
-
-    mb = 1024 * 1024
-    pairs = [
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_FSIZE, lim["file_mb"] * mb),
-        (resource.RLIMIT_NOFILE, lim["open_files"]),
-        (resource.RLIMIT_MEMLOCK, 0),
-    ]
-    if lim.get("nproc"):
-        pairs.append((resource.RLIMIT_NPROC, lim["nproc"]))
-    for res, value in pairs:
-        resource.setrlimit(res, (value, value))
-    # CPU: SIGXCPU at the soft limit (reported as a timeout), SIGKILL a second later.
-    resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_seconds"], lim["cpu_seconds"] + 1))
-    # A file growing past RLIMIT_FSIZE should fail the write (EFBIG), not kill the worker.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-
-def set_memory_limit(lim):
-    # RLIMIT_AS, not RLIMIT_DATA: DATA does not count shared mappings (mmap bombs).
-    import resource
-
-    value = lim["memory_mb"] * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (value, value))
 
 
 # What a reply may hold. The parent checks the same bounds again (the environment runs in
@@ -221,37 +44,46 @@ MAX_INT = 1 << 63
 
 
 def protocol_problem(value, depth=MAX_DEPTH):
-    """Why `value` (decoded JSON) may not cross the protocol, or None. Iterative, so that
-    a value nested 100,000 deep is judged rather than overflowing the stack."""
+    """Why `value` (decoded JSON) may not cross the protocol, or None."""
+    return protocol_scan(value, depth)[0]
+
+
+def protocol_scan(value, depth=MAX_DEPTH):
+    """(why `value` may not cross the protocol or None, the bytes its objects take).
+    Iterative, so that a value nested 100,000 deep is judged rather than overflowing the
+    stack. The size (sys.getsizeof of every object) is what the parent holds of a reply:
+    a million small integers cost 30 times their JSON."""
     todo = [(value, 1)]
+    size = 0
     while todo:
         x, d = todo.pop()
+        size += sys.getsizeof(x)
         if isinstance(x, str):
             if not x.isascii():
                 try:
                     x.encode("utf-8")
                 except UnicodeEncodeError:
-                    return "a string holds a lone surrogate (not valid Unicode text)"
+                    return "a string holds a lone surrogate (not valid Unicode text)", size
         elif isinstance(x, bool) or x is None or isinstance(x, float):
             continue
         elif isinstance(x, int):
             if not -MAX_INT <= x < MAX_INT:
-                return f"an integer of {x.bit_length()} bits (limit: 64)"
+                return f"an integer of {x.bit_length()} bits (limit: 64)", size
         elif isinstance(x, (list, tuple)):
             if d > depth:
-                return f"nested deeper than {depth} levels"
+                return f"nested deeper than {depth} levels", size
             todo.extend((v, d + 1) for v in x)
         elif isinstance(x, dict):
             if d > depth:
-                return f"nested deeper than {depth} levels"
+                return f"nested deeper than {depth} levels", size
             for k, v in x.items():
                 if not isinstance(k, str):
-                    return f"a dict key is a {type(k).__name__}, not a str"
+                    return f"a dict key is a {type(k).__name__}, not a str", size
                 todo.append((k, d + 1))
                 todo.append((v, d + 1))
         else:
-            return f"a {type(x).__name__} is not a JSON value"
-    return None
+            return f"a {type(x).__name__} is not a JSON value", size
+    return None, size
 
 
 def plain(value):
@@ -368,15 +200,21 @@ def find_env_class(module):
         sorted(c.__name__ for c in leaves))
 
 
-def published_class(module):
-    """The published contract's plain class behind an adapter (published.py, beside us)."""
+def sibling(name):
+    """The module `name`.py beside this file (the spade_cli package is not visible in
+    the sandbox)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "spade_published", os.path.join(os.path.dirname(os.path.abspath(__file__)), "published.py"))
-    adapter = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(adapter)
-    return adapter.adapt(module)
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(f"spade_{name}", os.path.join(here, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def published_class(module):
+    """The published contract's plain class behind an adapter (published.py, beside us)."""
+    return sibling("published").adapt(module)
 
 
 def load(code):
@@ -477,20 +315,22 @@ def run_worker(settings):
     global SETTINGS, MAIN_PID, PROTO
     SETTINGS, MAIN_PID = settings, os.getpid()
     lim = settings["limits"]
+    jail = JAIL or sibling("jail")
     if settings.get("uid") is not None:
-        drop_privileges(settings["uid"])
+        jail.drop_privileges(settings["uid"])
     # The protocol channel moves to a private descriptor; whatever the environment
     # prints (fd 1 or fd 2) goes to the parent's bounded stderr sink instead.
     PROTO = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    set_limits(lim)
-    install_seccomp()
+    jail.set_limits(lim)
+    if settings.get("seccomp"):  # None only where the user accepted running without one
+        jail.install_filter(bytes.fromhex(settings["seccomp"]))
     os.chdir("/tmp")
     import gymnasium  # noqa: F401 - preloaded so every environment finds it cheaply
     import numpy  # noqa: F401
 
-    set_memory_limit(lim)
+    jail.set_memory_limit(lim)
     write_reply({"id": -1, "ok": True, "result": "ready"})
     first = sys.stdin.buffer.readline()
     if not first:
@@ -628,14 +468,14 @@ def _reap(_signum, _frame):
 
 
 def zygote(control_fd):
-    global _SECCOMP
+    global JAIL
     import resource  # noqa: F401 - what run_worker imports, imported once for every worker
     import socket
 
     import gymnasium  # noqa: F401 - imported once, shared by every worker forked from here
     import numpy  # noqa: F401
 
-    _SECCOMP = seccomp_program()
+    JAIL = sibling("jail")
 
     os.chdir("/")
     signal.signal(signal.SIGCHLD, _reap)

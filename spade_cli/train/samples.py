@@ -27,6 +27,15 @@ Documented skips (counted in `BuildStats`, logged, never silent):
 - groups whose rewards are all equal (zero advantage everywhere: GRPO learns nothing
   from them; this is DAPO's "dynamic sampling" filter),
 - designs spade-regret dropped (`score.sample` false: invalid or duplicate),
+- every episode of an environment that trains nobody (`refusal`): one rollout marked
+  `contract_broken` or `nondeterministic`, or one whose score spade-regret did not accept
+  as a measured, valid environment (`score.valid` false, or a `score.reason` other than
+  "ok": duplicate, below_min_regret, no_episodes), counted per episode as
+  `refused_<reason>`. An environment that pays nonsense, or pays differently on replay,
+  would teach the agent exactly that. (A replayed environment whose memory entry got
+  the fresh score is "ok" though not newly accepted; a record with no score at all,
+  never seen by spade-regret, is trained on unless rollout marked it.) A design whose
+  rollout was marked gives no designer sample either, whatever its score says,
 - agent episodes that ended in `env_error` (the reward says nothing about the agent),
 - agent episodes with no completion tokens (ended before the model generated anything),
 - samples with no model token (an all-zero env_mask).
@@ -80,6 +89,11 @@ class BuildStats:
     truncated_prompts: int = 0
     truncated_completions: int = 0
 
+    def refused(self) -> dict[str, int]:
+        """Episodes (and designs) skipped because their environment trains no one."""
+        return {k.removeprefix("refused_"): v for k, v in self.skipped.items()
+                if k.startswith("refused_")}
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "candidates": self.candidates,
@@ -125,6 +139,23 @@ def _reward(value: Any, what: str, reader: RecordReader) -> float:
     return float(value)
 
 
+def refusal(rec: dict) -> str | None:
+    """Why this candidate's environment may train no one (module docstring), or None."""
+    ro = rec.get("rollouts")
+    if isinstance(ro, dict):
+        for mark in ("contract_broken", "nondeterministic"):
+            if ro.get(mark):
+                return mark
+    score = rec.get("score")
+    if not isinstance(score, dict):
+        return None
+    if score.get("valid") is not True:
+        return str(score.get("reason") or "invalid")
+    if score.get("reason", "ok") != "ok":
+        return str(score["reason"])
+    return None
+
+
 def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Sample | None:
     design = rec.get("design")
     if not isinstance(design, dict):
@@ -135,6 +166,10 @@ def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Samp
         raise reader.error("candidate has no score.reward: run spade-regret before spade-train")
     if score.get("sample") is False:
         stats.skipped["dropped_design"] += 1  # invalid or duplicate, under --invalid drop
+        return None
+    why = refusal(rec)
+    if why in ("contract_broken", "nondeterministic") and score.get("valid") is not False:
+        stats.skipped[f"refused_{why}"] += 1  # a score that missed rollout's mark
         return None
     if not rec.get("group"):
         raise reader.error("candidate has no group: designer samples are grouped by the prompt they share")
@@ -159,11 +194,15 @@ def _agent_samples(rec: dict, reader: RecordReader, stats: BuildStats, include_h
     if not isinstance(rollouts, dict):
         stats.skipped["no_rollouts"] += 1  # invalid designs are never rolled out
         return []
+    why = refusal(rec)
     out = []
     for cond in ("nohint", "hint") if include_hinted else ("nohint",):
         episodes = rollouts.get(cond) or []
         if not isinstance(episodes, list):
             raise reader.error(f"rollouts.{cond} must be a list of episodes")
+        if why is not None:
+            stats.skipped[f"refused_{why}"] += len(episodes)
+            continue
         for j, ep in enumerate(episodes):
             what = f"rollouts.{cond}[{j}]"
             if not isinstance(ep, dict):
@@ -226,8 +265,11 @@ def read_groups(
     designer_scale_cap: float = 50.0,
     designer_interval: int = 1,
     group_size: int | None = None,
+    shuffle_designer_rewards: int | None = None,
 ) -> tuple[list[list[Sample]], BuildStats]:
-    """Read candidate records into groups of samples, in first-seen order."""
+    """Read candidate records into groups of samples, in first-seen order.
+    `shuffle_designer_rewards` (a seed) permutes the rewards within each designer pool: the
+    negative control, whose designer learns from no signal at all."""
     if role not in ROLES:
         raise UsageError(f"--role must be one of {', '.join(ROLES)}, got {role!r}")
     reader = RecordReader(inputs, kind="candidate")
@@ -260,6 +302,11 @@ def read_groups(
     scale = designer_scale_of(designer_scale, agent_n, designer_n, designer_scale_cap, designer_interval)
     for members in groups.values():
         if members[0].role == "designer" and len(members) > 1:
+            if shuffle_designer_rewards is not None:
+                rewards = [m.reward for m in members]
+                random.Random(f"{shuffle_designer_rewards}:{members[0].group}").shuffle(rewards)
+                for m, r in zip(members, rewards, strict=True):
+                    m.reward = r
             if not set_designer_advantages(members, designer_baseline, scale):
                 stats.skipped["flat_reward_group"] += 1
                 continue
