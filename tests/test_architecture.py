@@ -26,8 +26,8 @@ LONG_MODULES = {
     "spade_cli/corpus/sampler.py": "uniform sampling of documents from a corpus",
     "spade_cli/sandbox/session.py": "EnvSession, the parent's handle on one sandboxed worker",
     "spade_cli/rollout/runner.py": "the rollout stage: all episodes in flight, turn by turn",
-    # Its hardening moves to a module of its own (issue 25).
-    "spade_cli/sandbox/worker.py": "the worker inside the sandbox",
+    # Its privilege drop, rlimits and seccomp are jail.py's; what is left is one job.
+    "spade_cli/sandbox/worker.py": "the worker inside the sandbox: protocol, loader, zygote",
 }
 
 # Names that define distinct jobs: no module may define two names of one group.

@@ -14,7 +14,6 @@ from spade_cli.micro import FAMILIES, LEVELS, LIBRARY, env_name, library_source
 from spade_cli.micro import transcripts as tr
 
 
-
 def win_rate(family: str, level: int, hinted: bool, skill: float, n: int = 200) -> float:
     rng = random.Random(f"{family}:{level}:{hinted}:{skill}")
     return statistics.fmean(tr.play(family, level, 1000 + i, hinted, skill, rng)[1] for i in range(n))
