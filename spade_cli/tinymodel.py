@@ -177,11 +177,14 @@ def _nudge(model, tokenizer, files: list[Path], steps: int, seed: int) -> None:
     model.eval()
 
 
-def build_tiny_model(out_dir: str | Path, seed: int = 0, train_steps: int = 0, **overrides) -> Path:
+def build_tiny_model(out_dir: str | Path, seed: int = 0, train_steps: int = 0,
+                     tokenizer_text: list[Path] | None = None, **overrides) -> Path:
     """Write a tiny HF-format causal LM + tokenizer + chat template to `out_dir`.
 
     `train_steps` > 0 trains the random init briefly on local text (about a quarter
-    of a second per step on a CPU core) so samples look a little less like noise. `overrides` replace
+    of a second per step on a CPU core) so samples look a little less like noise.
+    `tokenizer_text` adds files to the tokenizer's training text (the micro model adds its
+    world's transcripts, so their words are single tokens). `overrides` replace
     entries of DEFAULTS (vocab_size, hidden_size, ...). Returns the directory.
     """
     import torch
@@ -194,7 +197,7 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, train_steps: int = 0, *
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = corpus_files()
-    tokenizer = _wrap_tokenizer(train_tokenizer(files, cfg["vocab_size"]))
+    tokenizer = _wrap_tokenizer(train_tokenizer(files + list(tokenizer_text or []), cfg["vocab_size"]))
     tokenizer.model_max_length = cfg["max_position_embeddings"]
 
     ids = tokenizer.convert_tokens_to_ids

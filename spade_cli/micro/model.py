@@ -13,22 +13,21 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
 import shutil
 import time
 from pathlib import Path
 
 RECIPE_VERSION = 1
-DEFAULTS = dict(vocab_size=4096, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+DEFAULTS = dict(vocab_size=4096, hidden_size=128, intermediate_size=384, num_hidden_layers=3,
                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048)
 # Pretraining: steps of `batch` transcripts; `skill` is the expert's per-action reliability.
-TRAIN = dict(steps=400, batch=8, lr=3e-3, warmup=30, skill=0.7, design_share=0.25, hint_share=0.4,
+TRAIN = dict(steps=600, batch=16, lr=3e-3, warmup=30, skill=0.7, design_share=0.25, hint_share=0.4,
              doc_tokens=48)
 
 
 def cache_dir() -> Path:
-    import os
-
     base = os.environ.get("SPADE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "spade")
     return Path(base) / "micro-model"
 
@@ -69,22 +68,31 @@ def encode(tokenizer, messages: list[dict]) -> tuple[list[int], list[int]]:
     return enc["input_ids"], mask
 
 
-def transcripts(tokenizer, n: int, seed: int, settings: dict) -> list[tuple[list[int], list[int]]]:
+def _transcripts(n: int, seed: int, settings: dict, documents_: list[tuple[str, str]]):
     from ..design import Template
     from ..skills import MICRO
     from . import transcripts as tr
 
     rng = random.Random(seed)
     template = Template.load("micro")
-    docs = documents(tokenizer, settings["doc_tokens"])
-    out = []
     for _ in range(n):
         if rng.random() < settings["design_share"]:
-            t = tr.design_transcript(rng, template, docs, MICRO)
+            yield tr.design_transcript(rng, template, documents_, MICRO)
         else:
-            t = tr.agent_transcript(rng, settings["skill"], rng.random() < settings["hint_share"])
-        out.append(encode(tokenizer, t.messages))
-    return out
+            yield tr.agent_transcript(rng, settings["skill"], rng.random() < settings["hint_share"])
+
+
+def sample_text(seed: int, n: int, settings: dict) -> str:
+    """Plain text of `n` transcripts (another seed than pretraining's) for the tokenizer."""
+    from pydoc_data.topics import topics
+
+    docs = [(k, topics[k][:300]) for k in sorted(topics)[:50]]
+    return "\n".join(m["content"] for t in _transcripts(n, seed + 7919, settings, docs) for m in t.messages)
+
+
+def transcripts(tokenizer, n: int, seed: int, settings: dict) -> list[tuple[list[int], list[int]]]:
+    docs = documents(tokenizer, settings["doc_tokens"])
+    return [encode(tokenizer, t.messages) for t in _transcripts(n, seed, settings, docs)]
 
 
 def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
@@ -138,7 +146,8 @@ def build_micro_model(out_dir: str | Path, seed: int = 0, use_cache: bool = True
             shutil.rmtree(out)
         shutil.copytree(cached, out)
         return out
-    tmp = cached.with_name(f".{cached.name}.partial-{__import__('os').getpid()}")
+    _remove_dead_partials(cached)
+    tmp = cached.with_name(f".{cached.name}.partial-{os.getpid()}")
     _build(tmp, r, log)
     if use_cache:
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -157,14 +166,32 @@ def build_micro_model(out_dir: str | Path, seed: int = 0, use_cache: bool = True
     return out
 
 
+def _remove_dead_partials(cached: Path) -> None:
+    """Builds that were killed leave `.KEY.partial-PID`; a live builder's stays."""
+    for p in cached.parent.glob(f".{cached.name}.partial-*"):
+        try:
+            os.kill(int(p.name.rsplit("-", 1)[1]), 0)
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(p, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
+
+
 def _build(out: Path, r: dict, log) -> None:
+    import tempfile
+
     import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ..tinymodel import build_tiny_model
 
     sizes = {k: r[k] for k in DEFAULTS}
-    build_tiny_model(out, seed=r["seed"], **sizes)  # tokenizer, template, random init
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    with tempfile.TemporaryDirectory() as tmp:
+        # The tokenizer also learns the micro world's own words (spade_micro, CorridorEnv,
+        # the observations' phrases), so transcripts are short and each word one token.
+        sample = Path(tmp) / "micro.txt"
+        sample.write_text(sample_text(r["seed"], 2000, r))
+        build_tiny_model(out, seed=r["seed"], tokenizer_text=[sample], **sizes)
 
     tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)

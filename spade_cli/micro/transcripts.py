@@ -29,6 +29,9 @@ SUMMARIES = {
     "switch": "Stages of switches where a hidden rule says which one to press.",
 }
 SUFFIX = {"corridor": "Hall", "code": "Lock", "switch": "Board"}
+# The class a design names: one per family keeps the designer's answer short and regular
+# (its one decision is the level); memory tells designs apart by their code and scores.
+DESIGN_NAME = {"corridor": "DarkHall", "code": "CodeLock", "switch": "SwitchBoard"}
 CLASS_OF = {f: c.__name__ for f, c in world.FAMILIES.items()}
 
 
@@ -70,7 +73,7 @@ def design_transcript(rng: random.Random, template, documents: list[tuple[str, s
     exemplars = []
     for _ in range(rng.choice((0, 0, 1, 2))):
         f = world.SKILLS[skill.name].family
-        n = _name_from(text, f, rng)
+        n = DESIGN_NAME[f]
         exemplars.append({"name": re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower(), "summary": SUMMARIES[f],
                           "code": design_code(f, n, rng.choice(world.LEVELS))})
     values = {"document": text, "source": source, "skill": skill.prompt_text(),
@@ -80,7 +83,7 @@ def design_transcript(rng: random.Random, template, documents: list[tuple[str, s
     if system := render(template.system, values).strip():
         messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": render(template.user, values).strip()})
-    answer = design_answer(family, _name_from(text, family, rng), rng.choice(world.LEVELS))
+    answer = design_answer(family, DESIGN_NAME[family], rng.choice(world.LEVELS))
     messages.append({"role": "assistant", "content": answer})
     return Transcript(messages, "design")
 
