@@ -116,7 +116,10 @@ class ValidateSettings:
         auto (from the code).""")
     published_max_turns: int | None = option(None, "--published-max-turns", min=1, max=1000,
                                              help="""max_turns of published environments
-        (default: their constructor's default, else 16).""")
+        (default: 25, which the release's loader forces on every environment).""")
+    require_solution: bool = option(False, "--require-solution", help="""Reject published
+        environments without solution() (no_env_class). Default: valid as the release has
+        them, with validation.feasibility "unverified".""")
     reject_single_shot: bool = option(False, "--reject-single-shot", help="""Reject environments
         whose observations never depend on the actions taken (single-shot quizzes) as
         single_shot.""")

@@ -80,7 +80,7 @@ def validate(
         lambda code: EnvSession(code, cfg),
         seeds=settings.seeds, seed=seed, workers=settings.workers, memory=mem, near=settings.near,
         stats=stats, candidate_timeout=settings.candidate_timeout, contract=settings.contract,
-        reject_single_shot=settings.reject_single_shot)
+        reject_single_shot=settings.reject_single_shot, require_solution=settings.require_solution)
     with open_output(output, zstd) as out, \
             (RecordWriter(rejects) if rejects else nullcontext()) as rej:
         for rec in verdicts:

@@ -190,16 +190,6 @@ class CheckEpisode:
         return float(self.steps[-1][2]) if self.terminated and self.steps else 0.0
 
 
-def check_step_rewards(ep: CheckEpisode) -> None:
-    """The published contract's range: every step's reward in [-1, 1] (its return is the
-    final reward; rewards before it shape progress and may add up past 1)."""
-    for action, _obs, reward, *_ in ep.steps:
-        if not -1 - RETURN_EPS <= reward <= 1 + RETURN_EPS:
-            raise Rejected("reward_out_of_range",
-                           f"seed {ep.seed}, {ep.policy} policy: step({action[:40]!r}) returned the "
-                           f"reward {reward:g}, outside [-1, 1]")
-
-
 Policy = Callable[[str, int, random.Random], str]
 
 
@@ -524,11 +514,11 @@ def run_checks(session, seeds: list[int], episodes: list[CheckEpisode] | None = 
 
 def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object],
                   budget: float | None = None, contract: str = "auto",
-                  reject_single_shot: bool = False) -> Verdict:
+                  reject_single_shot: bool = False, require_solution: bool = False) -> Verdict:
     """The verdict on one design. `open_session(code)` returns a context manager yielding
     a session (an EnvSession in production); `budget` caps the wall time of its checks
     (seconds, verdict `timeout`). `contract`: spade, published or auto (from the code,
-    `contracts.detect_contract`)."""
+    `contracts.detect_contract`); `require_solution`: a published class needs solution()."""
     from ..errors import SpadeError
     from .contracts import published_protocol, resolve_contract
     from .published_checks import PUBLISHED_CHECKS, run_published_checks
@@ -547,7 +537,8 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
                 session = TimedSession(session, budget)
                 check_contract(session_metadata(session), kind)
                 if kind == "published":
-                    meta = run_published_checks(session, seeds, published_protocol(code), episodes)
+                    meta = run_published_checks(session, seeds, published_protocol(code), episodes,
+                                                require_solution=require_solution)
                 else:
                     meta = run_checks(session, seeds, episodes)
         except Rejected:

@@ -12,8 +12,10 @@
   3. the checks of `checks.validate_code`, in one sandboxed worker per candidate,
      `workers` candidates at a time.
 Each record gets `validation` {valid, reason, detail, seconds, seeds, contract, checks,
-multi_turn} and, when valid, `env` {code, name, summary, max_turns, tools?, contract?,
-action_format?} (the last two for the published contract).
+multi_turn, feasibility?} and, when valid, `env` {code, name, summary, max_turns, tools?,
+contract?, action_format?} (the last two for the published contract). `feasibility` (valid
+records): `verified` (ours: the solution was played and won), `reference` (published, with
+a solution() text nobody checked) or `unverified` (published, no solution()).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
                          "seeds": verdict.seeds, "contract": verdict.contract,
                          "checks": verdict.checks, "multi_turn": verdict.multi_turn}
     if verdict.valid:
+        out["validation"]["feasibility"] = (verdict.meta or {}).get("feasibility", "verified")
         out["env"] = _env_field(rec, code, verdict.meta)
     return out
 
@@ -78,11 +81,13 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
                      workers: int = 2, memory: list[dict] | None = None,
                      near: float | None = None, stats: Counter | None = None,
                      candidate_timeout: float | None = 120.0, contract: str = "auto",
-                     reject_single_shot: bool = False) -> Iterator[dict]:
+                     reject_single_shot: bool = False,
+                     require_solution: bool = False) -> Iterator[dict]:
     """Yield every record of `records` with its verdict, in input order.
     `open_session(code)` is a context manager giving a session (EnvSession in production);
     `candidate_timeout` caps the wall time of one candidate's checks (verdict `timeout`);
-    `stats` (if given) counts reasons as records come out."""
+    `stats` (if given) counts reasons as records come out; `require_solution` rejects a
+    published class without solution()."""
     from .. import dedup
     from ..sandbox import imap_pool
 
@@ -121,7 +126,8 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
         if verdict is None:
             verdict = validate_code(code, rseeds, open_session, budget=candidate_timeout,
                                     contract=_contract_of(rec, contract),
-                                    reject_single_shot=reject_single_shot)
+                                    reject_single_shot=reject_single_shot,
+                                    require_solution=require_solution)
         return apply_verdict(rec, verdict, code)
 
     for out in imap_pool(run, (prepare(r) for r in records), workers):

@@ -368,15 +368,16 @@ def find_env_class(module):
         sorted(c.__name__ for c in leaves))
 
 
-def published_class(module):
-    """The published contract's plain class behind an adapter (published.py, beside us)."""
+def published_module():
+    """The published contract's loader (published.py, beside us), fresh for each load:
+    nothing an environment changed in it carries over to the re-executed module."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
         "spade_published", os.path.join(os.path.dirname(os.path.abspath(__file__)), "published.py"))
     adapter = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(adapter)
-    return adapter.adapt(module)
+    return adapter
 
 
 def load(code):
@@ -390,13 +391,16 @@ def load(code):
                       "detail": f"line {e.lineno}: {e.msg}"}
     except (ValueError, MemoryError, RecursionError) as e:
         return None, error_reply(None, e, "syntax_error", "compiling the module")
+    published = published_module()
+    if published.detect_contract(code) == "published":  # the names their loader injects
+        published.prefill(module.__dict__)
     try:
         exec(compiled, module.__dict__)
     except BaseException as e:  # noqa: BLE001 - SystemExit too: untrusted code may call exit()
         return None, error_reply(None, e, "import_crash", "importing the module")
     cls, problem = find_env_class(module)
     if cls is None and problem.endswith("no gymnasium.Env subclass"):
-        cls, problem = published_class(module)
+        cls, problem = published.adapt(module)
     if cls is None:
         return None, {"ok": False, "reason": "no_env_class", "detail": problem, "fatal": False}
     return cls, None
