@@ -117,6 +117,10 @@ class ValidateSettings:
     published_max_turns: int | None = option(None, "--published-max-turns", min=1, max=1000,
                                              help="""max_turns of published environments
         (default: 25, which the release's loader forces on every environment).""")
+    judge: bool = option(False, "--judge", help="""Also have the model under test (--model)
+        judge each environment that passed the checks, from its code and one trajectory (a
+        random policy's), as the release's optional LLM validator does: an environment it
+        answers \\boxed{no} for is rejected as judged_invalid.""")
     require_solution: bool = option(False, "--require-solution", help="""Reject published
         environments without solution() (no_env_class). Default: valid as the release has
         them, with validation.feasibility "unverified".""")
@@ -322,6 +326,14 @@ class TrainSettings:
     designer_scale_cap: float = option(50.0, "--designer-scale-cap", min=0.0, help="Cap of the balance scale.")
     designer_interval: int = option(1, "--designer-interval", min=1, help="""Agent steps per designer
         step (the regeneration interval) in the balance scale.""")
+    tis: bool = option(False, "--tis/--no-tis", help="""Truncated importance sampling of designer
+        samples (the launchers' --use-tis): each token's loss is weighted by min(cap, pi/mu),
+        pi the model being trained, mu the stored generation logprobs. Designs are trained at
+        the end of the window, on the latest checkpoint, but were written by the first.""")
+    tis_cap: float = option(2.0, "--tis-cap", min=1.0, help="Upper bound C of the TIS weight.")
+    compact_filter: bool = option(False, "--compact-filter", help="""No gradient on agent episodes
+        the turn limit cut off (stop truncated or max_turns; the launchers'
+        --spade-compact-filter): their return still counts in the group's baseline.""")
 
 
 @dataclass
