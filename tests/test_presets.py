@@ -17,6 +17,7 @@ from spade_cli import settings as st
 from spade_cli.errors import UsageError
 from spade_cli.loop.config import STAGE_TABLES, TOP, load_config
 from spade_cli.settings import read_toml
+from spade_cli.skills import GAMES as GAME_SKILLS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GAMES = "cmd/games/train_spade_30b.sh"
@@ -193,3 +194,38 @@ def test_the_designer_scale_is_above_one_under_both_presets(tmp_path):
         scale = designer_scale_of(cfg.train.designer_scale, plays, designs,
                                   cfg.train.designer_scale_cap, cfg.train.designer_interval)
         assert scale == min(50.0, 16 * cfg.loop.agent_steps) and scale > 1, preset
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset,skill_names", [
+    ("paper-tool-use", {"API Orchestration", "Data Retrieval", "State Modification", "Error Recovery",
+                        "Tool Selection", "Multi-Step Workflows"}),
+    ("paper-games", {"Mathematical Reasoning", "Logical Deduction", "Spatial Reasoning"}),
+])
+def test_the_preset_design_stage_targets_its_skills(tiny_model, preset, skill_names):
+    """The preset's own [design] table, on the tiny model: every prompt names a skill of
+    the preset's set (tool use: any of its six; games round 1: the first three) at medium."""
+    import dataclasses
+
+    from spade_cli.design import design_records
+    from spade_cli.engines import Sampling, load_engine
+
+    cfg = load_config(str(EXAMPLES / f"{preset}.toml"))
+    s = dataclasses.replace(cfg.design, designs_per_doc=1, sampling=Sampling(max_tokens=4),
+                            max_prompt_tokens=4000, doc_tokens=64)
+    eng = load_engine(str(tiny_model), "hf")
+    docs = [{"kind": "doc", "v": 1, "id": f"d{i}", "parents": [], "text": f"Document {i} on ledgers.",
+             "chars": 24} for i in range(12)]
+    recs = list(design_records(docs, eng, s, [], seed=1, round=1))
+    assert len(recs) == 12
+    seen = set()
+    for rec in recs:
+        d = rec["design"]
+        assert rec["skill"] in skill_names and rec["difficulty"] == "medium"
+        prompt = " ".join(m["content"] for m in d["messages"])
+        assert rec["skill"] in prompt
+        seen.add(rec["skill"])
+    assert len(seen) >= 2  # picked per document, by hash
+    if preset == "paper-tool-use":  # no game skill anywhere in its prompts
+        text = " ".join(m["content"] for r in recs for m in r["design"]["messages"])
+        assert not [sk.name for sk in GAME_SKILLS if sk.name in text]
