@@ -22,13 +22,25 @@ demo:
 test *ARGS:
     python3 -m pytest -q {{ARGS}}
 
-# Lint and check formatting.
+# The fast tier: every test but the slow and the Slurm ones (about 3 minutes on 2 cores).
+test-fast *ARGS:
+    python3 -m pytest -q -m "not slow and not slurm" {{ARGS}}
+
+# Lint (ruff check, settings in pyproject.toml).
 lint:
-    python3 -m ruff check spade_cli tests bench
+    python3 -m ruff check .
+
+# Check formatting (ruff format --check); `just fmt` applies it.
+fmt-check:
+    python3 -m ruff format --check .
+
+# Apply the formatting.
+fmt:
+    python3 -m ruff format .
 
 # Apply lint fixes.
 fix:
-    python3 -m ruff check --fix spade_cli tests bench
+    python3 -m ruff check --fix .
 
 # Run every benchmark; each prints its figures.
 bench:

@@ -62,7 +62,7 @@ def run_trl_generate(model_dir: Path, prompts: list[str], args, work: Path):
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig
 
-    from spade_cli.train.grpo import _make_trainer_class
+    from spade_cli.train.trainer import SpadeGRPOTrainer as Trainer
 
     recorded = []
     rng = random.Random(0)
@@ -77,7 +77,6 @@ def run_trl_generate(model_dir: Path, prompts: list[str], args, work: Path):
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if args.bf16 else torch.float32)
-    Trainer, _ = _make_trainer_class()
     cfg = GRPOConfig(
         output_dir=str(work / "trl"), per_device_train_batch_size=args.batch, num_generations=args.group,
         max_completion_length=args.completion_length, learning_rate=1e-5, logging_steps=1000,

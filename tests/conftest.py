@@ -1,35 +1,20 @@
-"""Shared fixtures. Commands run as subprocesses of `python -m spade_cli` with this
-checkout first on PYTHONPATH, so tests exercise the tree they live in."""
+"""Shared fixtures and the markers' hooks (the helpers themselves are in helpers.py).
+Commands run as subprocesses of `python -m spade_cli` with this checkout first on
+PYTHONPATH, so tests exercise the tree they live in."""
 
 from __future__ import annotations
 
-import importlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .helpers import ROOT, require_bwrap, require_module, run_cli
+
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 )
 os.environ.pop("SPADE_DEBUG", None)
-
-
-def run_cli(command: str, *args: str, input: bytes | None = None, timeout: float = 600,
-            env: dict | None = None, cwd: str | Path | None = None) -> subprocess.CompletedProcess:
-    """Run `spade-<command> args...`; returns the CompletedProcess (stdout/stderr as bytes)."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "spade_cli", command, *map(str, args)],
-        input=input if input is not None else b"",
-        capture_output=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=cwd,
-    )
 
 
 @pytest.fixture
@@ -37,27 +22,14 @@ def cli():
     return run_cli
 
 
-EVAL_INSTALL = "install the eval suites with: pip install --no-deps -r requirements-eval.txt"
-
-
-def require_module(name: str, install: str = EVAL_INSTALL):
-    """Import `name` for a test that needs an optional package. Missing (or missing one of
-    its own imports, as a --no-deps install can be), the test is skipped, except under CI
-    (`CI` set), where it fails: CI installs every listed package, so a missing one is a bug."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        msg = f"{name} is not importable ({e}); {install}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{msg} (CI is set, so this fails instead of skipping)", pytrace=False)
-        pytest.skip(msg)
-
-
 def pytest_runtest_setup(item):
-    """`@pytest.mark.requires_module("a", "b")`: require_module() for each, before the test."""
+    """`@pytest.mark.requires_module("a", "b")`: require_module() for each, before the test;
+    `@pytest.mark.requires_bwrap`: require_bwrap(). Both skip, or fail under CI."""
     for mark in item.iter_markers("requires_module"):
         for name in mark.args:
             require_module(name)
+    if item.get_closest_marker("requires_bwrap") is not None:
+        require_bwrap()
 
 
 def _has_gpu() -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from spade_cli.commands import COMMANDS
 
-from .conftest import ROOT, run_cli
+from .helpers import ROOT, run_cli
 
 # Commands whose main input is a stream of records (stdin when no file is given).
 RECORD_READERS = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 
 import orjson
 import pytest
@@ -15,7 +14,7 @@ from spade_cli.evals import build_tasks, check_suites, parse_suite, run_eval, su
 from spade_cli.evals.agent import run_oracle
 from spade_cli.evals.base import pass_at_k, task_stats
 
-from .conftest import run_cli
+from .helpers import run_cli
 from .scripted_engine import ScriptedEngine, first_user_message
 
 
@@ -28,19 +27,6 @@ needs_rg = pytest.mark.requires_module("reasoning_gym")
 needs_ta = pytest.mark.requires_module("textarena")
 
 
-def _sandbox_ok() -> bool:
-    if not _has("spade_cli.sandbox") or shutil.which("bwrap") is None:
-        return False
-    try:
-        from spade_cli.sandbox import check_sandbox
-
-        check_sandbox()
-        return True
-    except Exception:
-        return False
-
-
-needs_sandbox = pytest.mark.skipif(not _sandbox_ok(), reason="needs the bubblewrap sandbox (spade_cli.sandbox + bwrap)")
 
 
 def _all_pass(tasks, results):
@@ -257,13 +243,13 @@ def test_textarena_games_keep_their_randomness_to_themselves():
     assert len(set(alone)) > 1
 
 
-@needs_sandbox
+@pytest.mark.requires_bwrap
 def test_library_oracle_scores_100_in_the_sandbox():
     tasks = build_tasks(["library"], 18)
     _all_pass(tasks, run_oracle(tasks))
 
 
-@needs_sandbox
+@pytest.mark.requires_bwrap
 def test_memory_suite_reads_a_memory_file(tmp_path):
     from spade_cli.envs.library import load_library
     from spade_cli.records import make_id, new_record
@@ -360,7 +346,7 @@ def test_emit_pool_writes_contract_envs_of_reasoning_gym_families():
 
 
 @needs_rg
-@needs_sandbox
+@pytest.mark.requires_bwrap
 def test_fixed_pool_validates_in_the_sandbox_when_the_package_is_allowed():
     from spade_cli.envs.validation import validate_records
     from spade_cli.evals.rgym import fixed_pool_candidates
@@ -429,7 +415,7 @@ def test_tiny_model_end_to_end_bfcl(tiny_model):
     assert summ["suites"]["bfcl"]["tasks"] == 1
 
 
-@needs_sandbox
+@pytest.mark.requires_bwrap
 @pytest.mark.slow
 def test_tiny_model_end_to_end_library(tiny_model):
     r = run_cli("eval", "--model", str(tiny_model), "--engine", "hf", "--suite", "library",

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 SCRIPT = ROOT / "bench" / "gpu_check.py"
 

@@ -12,7 +12,7 @@ from spade_cli.hint import add_hints, load_template
 from spade_cli.rollout import ReplayAgent, run_rollouts
 from spade_cli.train.samples import read_groups
 
-from .conftest import run_cli
+from .helpers import run_cli
 from .test_rollout import CFG, GUESS, cand
 
 

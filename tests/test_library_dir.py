@@ -7,8 +7,9 @@ from pathlib import Path
 
 from spade_cli.envs.library import library_dir, load_library
 from spade_cli.loop.config import load_config
+from spade_cli.loop.layout import Round
 from spade_cli.loop.recipe import round_stages
-from spade_cli.loop.runner import Round
+from spade_cli.loop.runner import run_in
 from spade_cli.memory import load_memory
 
 ENVS = Path(__file__).parent / "data" / "envs"
@@ -37,6 +38,6 @@ def test_loop_uses_the_library_of_spade_env_library(tmp_path, monkeypatch):
                              "baseline": {"mode": "fixed-pool", "pool": "library"}})
     stages = {s.name: s for s in round_stages(cfg, 1)}
     assert stages["pool"].argv()[:3] == ["memory", "pool", str(lib)]
-    Round(cfg, 1).run(stages["memory-init"])  # `spade-memory init`, in a child process
+    run_in(Round(cfg, 1), stages["memory-init"])  # `spade-memory init`, in a child process
     memory = load_memory(str(stages["memory-init"].outputs[0]))
     assert sorted(e["name"] for e in memory) == ["guess-number", "nim-single-heap"]

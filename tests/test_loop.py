@@ -16,7 +16,7 @@ import pytest
 
 from spade_cli.recordio import load_all
 
-from .conftest import ROOT, require_module
+from .helpers import ROOT, require_module
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import pytest
 from spade_cli.errors import UsageError
 from spade_cli.loop.config import describe_fields, load_config
 
-from .conftest import ROOT, run_cli
+from .helpers import ROOT, run_cli
 
 
 def test_defaults_are_the_cpu_demo():

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .helpers import ROOT
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("bwrap") is None, reason="the library suite needs bwrap")]
+pytestmark = [pytest.mark.slow, pytest.mark.requires_bwrap]  # the library suite runs in it
 
 
 def _run(argv: list, cwd: Path, env: dict) -> subprocess.CompletedProcess:

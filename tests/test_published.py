@@ -24,21 +24,10 @@ from spade_cli.loop.report import score_metrics
 from spade_cli.rollout import AgentPrompt, ModelAgent, ReplayAgent, run_rollouts
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig
 
-from .conftest import run_cli
-
-
-def _bwrap_works() -> bool:
-    from spade_cli.sandbox import check_sandbox
-
-    try:
-        check_sandbox()
-        return True
-    except Exception:
-        return False
-
+from .helpers import run_cli
 
 # Everything here runs environment code, some of it hostile: only ever in the sandbox.
-pytestmark = pytest.mark.skipif(not _bwrap_works(), reason="bwrap cannot build a sandbox here")
+pytestmark = pytest.mark.requires_bwrap
 
 DATA = Path(__file__).parent / "data" / "published"
 CFG = SandboxConfig(call_timeout=5.0)

@@ -6,13 +6,14 @@ import orjson
 import pytest
 
 from spade_cli import regret
+from spade_cli.options import RewardShape
 from spade_cli.train.samples import read_groups
 
-from .conftest import run_cli
+from .helpers import run_cli
 from .test_memory import GUESS, NIM
 from .test_regret import cand, jsonl, parse
 
-SHAPE = regret.RewardShape()
+SHAPE = RewardShape()
 
 
 @pytest.mark.parametrize("w,expected", [
@@ -42,7 +43,7 @@ def test_blend_by_hand():
     assert big["reward"] == pytest.approx(0.76)
     assert big["regret"] == pytest.approx(0.3) and big["components"]["scaled_regret"] == 1.0
     # every constant is a setting
-    shape = regret.RewardShape(solve_weight=0.5, regret_weight=0.5, regret_scale=0.3)
+    shape = RewardShape(solve_weight=0.5, regret_weight=0.5, regret_scale=0.3)
     other = regret.valid_score(cand("b", GUESS, [0.3, 0.3], [0.6, 0.6]), regret.ScoreConfig(shape=shape))
     assert other["reward"] == pytest.approx(0.5 * 0.6 + 0.5 * 1.0)
 
@@ -67,7 +68,7 @@ def test_regret_var_by_hand():
     flat = regret.valid_score(cand("c", GUESS, [1.0, 1.0], [1.0, 1.0]), regret.ScoreConfig(estimator="regret-var"))
     assert flat["reward"] == pytest.approx(0.0439369, abs=1e-6)  # exp(-0.0625 / 0.02)
     # the bell's constants are settings
-    wide = regret.RewardShape(variance_target=0.0, variance_width=0.5)
+    wide = RewardShape(variance_target=0.0, variance_width=0.5)
     other = regret.valid_score(cand("c", GUESS, [1.0, 1.0], [1.0, 1.0]),
                                regret.ScoreConfig(estimator="regret-var", shape=wide))
     assert other["reward"] == 1.0

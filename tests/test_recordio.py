@@ -15,7 +15,7 @@ import zstandard
 from spade_cli.errors import DataError
 from spade_cli.recordio import RecordReader, RecordWriter, iter_lines, load_all, write_records
 
-from .conftest import ROOT, run_cli
+from .helpers import ROOT, run_cli
 
 RECORDS = [{"kind": "doc", "v": 1, "id": f"d-{i}", "parents": [], "text": "é" * i} for i in range(50)]
 

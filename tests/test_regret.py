@@ -10,7 +10,7 @@ import pytest
 from spade_cli import memory, regret
 from spade_cli.records import new_record
 
-from .conftest import run_cli
+from .helpers import run_cli
 from .test_memory import BANK, GUESS, GUESS_REFORMATTED, GUESS_RENAMED, NIM, variants
 
 ENVS = Path(__file__).parent / "data" / "envs"
@@ -167,12 +167,12 @@ def test_merge_refreshes_replayed_entries_and_adds_new():
     out = s.score(rep)["score"]
     assert out["accepted"] is False and out["regret"] == 0.5  # a replay is not its own duplicate
     s.score(cand("new", GUESS, NOHINT, HINT, round_=4))
-    merged = regret.merge_into_memory([e_old], s.accepted, s.replayed)
+    merged = memory.merge_into_memory([e_old], s.accepted, s.replayed)
     assert [e["name"] for e in merged] == ["name-old", "name-new"]
     assert merged[0]["replays"] == 1 and merged[0]["last_round"] == 4
     assert merged[0]["scores"]["learnability"] == 0.25 and merged[0]["scores"]["regret"] == 0.5
     assert e_old["replays"] == 0  # the input list is not modified
-    assert regret.merge_into_memory(merged, s.accepted, []) == merged  # same ids are not added twice
+    assert memory.merge_into_memory(merged, s.accepted, []) == merged  # same ids are not added twice
 
 
 def test_summary():
@@ -297,7 +297,7 @@ def test_library_candidates_refresh_memory_instead_of_duplicating():
     new = s.score(cand("l2", BANK, [0.0, 0.0], [1.0, 1.0], origin="library"))["score"]
     assert known["reason"] == "ok" and known["memory_id"] == lib[0]["id"] and not known["accepted"]
     assert new["accepted"] and new["reward"] == 1.0
-    merged = regret.merge_into_memory(lib, s.accepted, s.replayed)
+    merged = memory.merge_into_memory(lib, s.accepted, s.replayed)
     assert [e["origin"] for e in merged] == ["library", "library"]
     assert merged[0]["scores"]["learnability"] == 0.25 and merged[0]["replays"] == 1
 
@@ -308,8 +308,8 @@ def test_merge_drops_copies_added_meanwhile_by_another_shard():
     s1.score(cand("a", GUESS, NOHINT, HINT))
     s2.score(cand("b", GUESS_RENAMED.replace("Correct!", "Right!"), NOHINT, HINT))
     s2.score(cand("c", NIM, NOHINT, HINT))
-    after1 = regret.merge_into_memory([], s1.accepted, [], set(), 0.8)
-    after2 = regret.merge_into_memory(after1, s2.accepted, [], set(), 0.8)
+    after1 = memory.merge_into_memory([], s1.accepted, [], set(), 0.8)
+    after2 = memory.merge_into_memory(after1, s2.accepted, [], set(), 0.8)
     assert [e["parents"] for e in after2] == [["a"], ["c"]]
     # without the late check (no threshold) both copies would land
-    assert len(regret.merge_into_memory(after1, s2.accepted, [])) == 3
+    assert len(memory.merge_into_memory(after1, s2.accepted, [])) == 3

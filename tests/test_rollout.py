@@ -13,7 +13,7 @@ from spade_cli.rollout import ModelAgent, ReplayAgent, RolloutStats, action_text
 from spade_cli.rollout import run_rollouts as _run_rollouts
 from spade_cli.sandbox import SandboxConfig
 
-from .conftest import run_cli
+from .helpers import run_cli
 
 
 def run_rollouts(*args, **kw):

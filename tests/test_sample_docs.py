@@ -30,7 +30,7 @@ from spade_cli.corpus import (
 from spade_cli.corpus.keys import file_seed, key_for, keys_for
 from spade_cli.recordio import iter_lines
 
-from .conftest import run_cli
+from .helpers import run_cli
 
 # --------------------------------------------------------------------------- helpers
 

@@ -13,7 +13,6 @@ from spade_cli.errors import ResourceError
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig, check_sandbox, run_pool
 from spade_cli.sandbox import config as sbconfig
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 pytestmark = pytest.mark.usefixtures("worker_start")  # forked workers and workers of their own
 
 GUESS = textwrap.dedent('''
@@ -54,7 +53,7 @@ def reason_of(code: str, cfg: SandboxConfig = FAST, action="a") -> EnvError:
     return err.value
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_episode_round_trip_and_determinism():
     with EnvSession(GUESS, FAST) as env:
         assert env.metadata == {"name": "guess", "max_turns": 3}
@@ -70,7 +69,7 @@ def test_episode_round_trip_and_determinism():
         assert env.alive
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_renew_reload_restarts_module_state():
     code = env_with('return str(COUNT), 0.0, True, False, {}',
                     reset_body='global COUNT\nCOUNT += 1\nreturn str(COUNT), {}',
@@ -93,14 +92,14 @@ def test_renew_reload_restarts_module_state():
     ("import gymnasium as gym\nclass A(gym.Env):\n    def __init__(self): raise RuntimeError('no')\n",
      "import_crash"),
 ])
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_load_failures_have_reason_codes(code, reason):
     with pytest.raises(EnvError) as err:
         EnvSession(code, FAST)
     assert err.value.reason == reason, err.value
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_base_and_subclass_pick_the_leaf():
     code = GUESS + "\nclass Base(gym.Env):\n    pass\n\nclass Leaf(Base):\n    pass\n"
     with pytest.raises(EnvError) as err:  # Guess and Leaf are both leaves
@@ -111,7 +110,7 @@ def test_base_and_subclass_pick_the_leaf():
         assert env.class_name == "Guess"
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_env_exceptions_are_not_fatal():
     code = env_with('if action == "boom": raise KeyError(action)\nreturn "o", 0.5, False, False, {}',
                     reset_body='if options: return "only one"\nreturn "o", {}')
@@ -127,7 +126,7 @@ def test_env_exceptions_are_not_fatal():
         assert env.reset() == ("o", {})
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_unserialisable_and_numpy_values():
     code = env_with('import numpy as np\n'
                     'if action == "obj": return object(), 0.0, False, False, {}\n'
@@ -143,7 +142,7 @@ def test_unserialisable_and_numpy_values():
         assert r != r
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_reply_cap():
     code = env_with('return "x" * int(action), 0.0, False, False, {}')
     cfg = SandboxConfig(call_timeout=3.0, reply_bytes=100_000)
@@ -158,7 +157,7 @@ def test_reply_cap():
         assert not env.alive
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_call_and_episode_timeouts():
     code = env_with('time.sleep(float(action))\nreturn "o", 0.0, False, False, {}')
     cfg = SandboxConfig(call_timeout=1.0, episode_timeout=1.5)
@@ -171,14 +170,14 @@ def test_call_and_episode_timeouts():
         assert err.value.reason == "timeout" and "episode" in err.value.detail
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_cpu_limit_is_a_timeout():
     code = env_with("while True: pass")
     err = reason_of(code, SandboxConfig(call_timeout=20.0, cpu_seconds=1))
     assert err.reason == "timeout" and "CPU" in err.detail
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_the_jail():
     """Non-root uid, no capabilities, no-new-privs, an empty environment, a minimal
     read-only file system with only gymnasium's packages, and no network."""
@@ -237,7 +236,7 @@ def test_the_jail():
         assert mounts[ro].startswith("ro"), (ro, mounts[ro])
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_run_pool_runs_sessions_concurrently():
     threads = set()
 
@@ -277,7 +276,7 @@ def test_unsafe_mode_warns_and_keeps_rlimits(capsys, monkeypatch, tmp_path):
     assert err.reason == "timeout"
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_printing_more_than_a_pipe_holds_does_not_deadlock():
     """The parent drains stderr while it waits: 300 kB of prints (a pipe holds 64 kB)."""
     code = env_with('for i in range(3000): print(f"line {i:04d}", "x" * 90)\n'
@@ -289,7 +288,7 @@ def test_printing_more_than_a_pipe_holds_does_not_deadlock():
         assert env.step("a")[0] == "o"  # the per-call output budget starts over
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_session_outlives_the_thread_that_created_it():
     """--die-with-parent follows the forking *thread*; workers are forked by a keeper."""
     box = []
@@ -316,7 +315,7 @@ def test_env_error_pickles_and_require_sandbox(monkeypatch, tmp_path, capsys):
     assert "WARNING" in capsys.readouterr().err
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_same_string_hashes_in_every_worker():
     """Set iteration order depends on string hashes: fixed, so episodes agree across workers."""
     code = env_with('return str(list({"alpha", "beta", "gamma", "delta", "eps"})), 0.0, True, False, {}')
@@ -347,7 +346,7 @@ UNPRIVILEGED = textwrap.dedent('''
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_unprivileged_user_path():
     """bwrap's user-namespace path, as an ordinary user runs it (uid 65534 here)."""
     import subprocess
@@ -376,7 +375,7 @@ def test_unprivileged_user_path():
     assert out.stdout.strip() == "limit"  # RLIMIT_NPROC holds in the user namespace too
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 def test_sessions_fall_back_to_a_bwrap_each_when_forking_cannot_work(worker_start, monkeypatch, capsys):
     import subprocess
 

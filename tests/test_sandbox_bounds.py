@@ -6,15 +6,12 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig, cgroup
 
-pytestmark = [pytest.mark.skipif(not Path("/usr/bin/bwrap").exists() and os.system("command -v bwrap >/dev/null"),
-                                 reason="bwrap not installed"),
-              pytest.mark.usefixtures("worker_start")]
+pytestmark = [pytest.mark.requires_bwrap, pytest.mark.usefixtures("worker_start")]
 
 CFG = SandboxConfig(call_timeout=20.0)
 

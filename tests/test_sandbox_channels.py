@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,7 @@ from spade_cli.regret import ScoreConfig, Scorer
 from spade_cli.rollout import ReplayAgent, run_rollouts
 from spade_cli.sandbox import EnvSession, SandboxConfig
 
-pytestmark = [pytest.mark.skipif(not Path("/usr/bin/bwrap").exists() and os.system("command -v bwrap >/dev/null"),
-                                 reason="bwrap not installed"),
-              pytest.mark.usefixtures("worker_start")]
+pytestmark = [pytest.mark.requires_bwrap, pytest.mark.usefixtures("worker_start")]
 
 CFG = SandboxConfig(call_timeout=3.0)
 

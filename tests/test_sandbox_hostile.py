@@ -18,9 +18,7 @@ import pytest
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig
 from spade_cli.sandbox import uids as sbuids
 
-pytestmark = [pytest.mark.skipif(not Path("/usr/bin/bwrap").exists() and os.system("command -v bwrap >/dev/null"),
-                                 reason="bwrap not installed"),
-              pytest.mark.usefixtures("worker_start")]
+pytestmark = [pytest.mark.requires_bwrap, pytest.mark.usefixtures("worker_start")]
 
 QUICK = SandboxConfig(call_timeout=1.0)
 GOOD = textwrap.dedent('''

@@ -15,9 +15,10 @@ import pytest
 from spade_cli import regret
 from spade_cli.errors import UsageError
 from spade_cli.loop.config import load_config
-from spade_cli.loop.recipe import Shell, round_stages
+from spade_cli.loop.layout import Shell
+from spade_cli.loop.recipe import round_stages
 
-from .conftest import run_cli
+from .helpers import run_cli
 from .test_loop import config_text, corpus, loop_cmd, records  # noqa: F401 - corpus is a fixture
 from .test_regret import cand, jsonl, parse
 

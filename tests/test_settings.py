@@ -15,7 +15,7 @@ from spade_cli.commands import COMMANDS
 from spade_cli.errors import UsageError
 from spade_cli.loop.config import STAGE_TABLES, LoopConfig, load_config
 
-from .conftest import run_cli
+from .helpers import run_cli
 
 # The command each loop table configures (and the other tables it also reads).
 STAGE_COMMANDS = {

@@ -18,7 +18,7 @@ import pytest
 
 from spade_cli.recordio import read_records
 
-from .conftest import ROOT, run_cli
+from .helpers import ROOT, run_cli
 
 SLURM = ROOT / "examples" / "slurm"
 SUBMIT = SLURM / "submit-round.sh"

@@ -5,17 +5,14 @@ without the bad ones writes it."""
 
 from __future__ import annotations
 
-import os
 import textwrap
-from pathlib import Path
 
 import orjson
 import pytest
 
-from .conftest import run_cli
+from .helpers import run_cli
 
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists() and os.system("command -v bwrap >/dev/null"),
-                                reason="bwrap not installed")
+pytestmark = pytest.mark.requires_bwrap
 
 GOOD = textwrap.dedent('''
     """Say the word."""

@@ -6,7 +6,7 @@ import orjson
 
 from spade_cli import timing
 
-from .conftest import run_cli
+from .helpers import run_cli
 
 
 def test_command_appends_one_timing_line(tmp_path):

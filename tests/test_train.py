@@ -18,13 +18,9 @@ import pytest
 from spade_cli.errors import DataError, UsageError
 from spade_cli.train.samples import mix_groups, read_groups
 
+from .helpers import run_cli
+
 # --------------------------------------------------------------------------- records
-
-
-def run_cli(command, *args, timeout=600):
-    # conftest's run_cli, usable from module-scoped fixtures (conftest set PYTHONPATH).
-    return subprocess.run([sys.executable, "-m", "spade_cli", command, *map(str, args)],
-                          input=b"", capture_output=True, timeout=timeout)
 
 
 def _cand(cid: str, group: str, **fields) -> dict:

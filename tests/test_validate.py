@@ -11,25 +11,17 @@ from collections import Counter
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from spade_cli.envs import checks
-from spade_cli.envs.checks import Rejected
+from spade_cli.envs import checks, shared_checks
 from spade_cli.envs.gym_wrapper import SandboxedEnv
 from spade_cli.envs.library import broken_designs, library_candidates
+from spade_cli.envs.shared_checks import Rejected
 from spade_cli.envs.validation import candidate_code, seeds_for, validate_records
 from spade_cli.records import REASONS
-from spade_cli.sandbox import EnvSession, SandboxConfig, check_sandbox
+from spade_cli.sandbox import EnvSession, SandboxConfig
 
+from .helpers import bwrap_works
 
-def _bwrap_works() -> bool:
-    try:
-        check_sandbox()
-        return True
-    except Exception:
-        return False
-
-
-BWRAP = _bwrap_works()
-needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bwrap cannot build a sandbox here")
+BWRAP = bwrap_works()
 
 
 def config(**kw) -> SandboxConfig:
@@ -115,10 +107,10 @@ def test_hint_text_leaks():
 ])
 def test_check_metadata(meta, ok):
     if ok:
-        assert checks.check_metadata(meta)["name"] == "x"
+        assert shared_checks.check_metadata(meta)["name"] == "x"
     else:
         with pytest.raises(Rejected, match="no_env_class"):
-            checks.check_metadata(meta)
+            shared_checks.check_metadata(meta)
 
 
 @pytest.mark.parametrize("out, reason", [
@@ -132,10 +124,10 @@ def test_check_metadata(meta, ok):
 ])
 def test_check_step(out, reason):
     if reason is None:
-        checks.check_step(out)
+        shared_checks.check_step(out)
     else:
         with pytest.raises(Rejected, match=reason):
-            checks.check_step(out)
+            shared_checks.check_step(out)
 
 
 @pytest.mark.parametrize("out", [
@@ -146,7 +138,7 @@ def test_check_step(out, reason):
 ])
 def test_check_reset_rejects(out):
     with pytest.raises(Rejected, match="bad_reset"):
-        checks.check_reset(out)
+        shared_checks.check_reset(out)
 
 
 def test_seeds_are_per_record_and_stable():
@@ -260,7 +252,7 @@ def _sandbox_uid_processes() -> list[int]:
     return pids
 
 
-@needs_bwrap
+@pytest.mark.requires_bwrap
 @pytest.mark.slow
 def test_hostile_batch_is_contained_and_good_envs_still_validate():
     recs = []

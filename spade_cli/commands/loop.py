@@ -12,7 +12,8 @@ from ..cli import Quiet, Verbose, entry, log, make_app
 from ..errors import UsageError
 from ..loop import Loop, load_config
 from ..loop.config import describe_fields
-from ..loop.recipe import as_script, round_dir, round_stages
+from ..loop.layout import round_dir
+from ..loop.recipe import as_script, round_stages
 from ..loop.report import load_metrics, step_line, table
 from ..loop.runner import run_stage
 

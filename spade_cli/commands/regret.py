@@ -24,14 +24,7 @@ from ..cli import (
 from ..errors import UsageError
 from ..options import RegretSettings
 from ..recordio import RecordReader, atomic_write_bytes
-from ..regret import (
-    ScoreConfig,
-    Scorer,
-    merge_into_memory,
-    summarize,
-    summary_lines,
-    window_score,
-)
+from ..regret import ScoreConfig, Scorer, summarize, summary_lines, window_score
 
 app = make_app(
     "Score candidates: regret of the agent on each valid environment (hinted minus unhinted "
@@ -135,7 +128,7 @@ def regret(
     # a rerun recomputes the same scores and adds the same entries (ids are code hashes).
     if memory_path and not dry_run:
         seen = {e["id"] for e in entries}
-        new = memory.update_memory(memory_path, lambda old: memory.evict(merge_into_memory(
+        new = memory.update_memory(memory_path, lambda old: memory.evict(memory.merge_into_memory(
             old, scorer.accepted, scorer.replayed, seen,
             settings.dedup_threshold if settings.dedup else None), settings.memory_capacity))
         log.info("memory %s: %d environments (%+d)", memory_path, len(new), len(new) - len(entries))

@@ -29,7 +29,8 @@ import json
 import random
 import re
 
-from .checks import (
+from .contracts import _BOXED, solution_actions
+from .shared_checks import (
     RETURN_EPS,
     SOLVED,
     CheckEpisode,
@@ -46,7 +47,6 @@ from .checks import (
     run_episode,
     session_metadata,
 )
-from .contracts import _BOXED, solution_actions
 
 PUBLISHED_CHECKS = ("loads", "resets", "three_steps", "deterministic", "reward_range",
                     "terminates", "hint_leak", "not_trivial", "resources")

@@ -11,91 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import settings as st
 from ..options import TrainSettings
 from .config import LoopConfig
-
-
-class Shell(str):
-    """An argument printed as shell text, unquoted (a substitution the loop resolves
-    itself before running)."""
-
-
-@dataclass
-class Stage:
-    name: str
-    cmd: str
-    """The spade command without its `spade-` prefix."""
-    inputs: list[str] = field(default_factory=list)
-    """Positional record inputs."""
-    args: list[str] = field(default_factory=list)
-    output: Path | None = None
-    """Written with -o."""
-    outputs: list[Path] = field(default_factory=list)
-    """Everything the stage leaves behind (output first); a stage is done when all exist."""
-    copy: tuple[Path, Path] | None = None
-    """Copied before the stage runs (the memory the regret stage updates in place)."""
-    shardable: bool = False
-    """A map stage: may run as --shard i/n jobs whose outputs `spade-cat --order-like`
-    merges in the order of `order_inputs`."""
-    order_inputs: list[str] = field(default_factory=list)
-    keep: bool = False
-    """Its output stays a file even in a pipe (the round's summary reads it)."""
-
-    def argv(self, inputs: list[str] | None = None, output: str | None = None,
-             shard: str | None = None) -> list[str]:
-        """The command line (without `spade-`), e.g. with other inputs for a pipe or
-        another output for a shard."""
-        out = output if output is not None else (str(self.output) if self.output else None)
-        argv = [self.cmd, *(self.inputs if inputs is None else inputs), *self.args]
-        if shard is not None:
-            argv += ["--shard", shard]
-        return argv + (["-o", out] if out is not None else [])
-
-
-def round_dir(cfg: LoopConfig, r: int) -> Path:
-    return cfg.run_dir / f"round-{r:03d}"
-
-
-def uses_memory(cfg: LoopConfig) -> bool:
-    return not (cfg.design.no_memory and cfg.rollout.replay == 0)
-
-
-def first_memory(cfg: LoopConfig) -> Path:
-    return cfg.run_dir / "memory-000.jsonl.zst"
-
-
-def memory_in(cfg: LoopConfig, r: int) -> Path | None:
-    """The memory round r reads: the example library at first, then each round's update."""
-    if not uses_memory(cfg):
-        return None
-    return first_memory(cfg) if r == 1 else round_dir(cfg, r - 1) / "memory.jsonl.zst"
-
-
-def base_model(cfg: LoopConfig) -> str:
-    return cfg.model.path or str(cfg.run_dir / "tiny-model")
-
-
-def model_of(cfg: LoopConfig, r: int) -> str:
-    """The model of round r: the checkpoint round r-1's train stage recorded (its path is
-    the unchanged model when that round had nothing to learn from)."""
-    if r == 1 or not cfg.train.enabled:
-        return base_model(cfg)
-    return checkpoint_model(round_dir(cfg, r - 1) / "checkpoint.jsonl")
-
-
-def checkpoint_model(rec: Path) -> str:
-    """The model a train stage's checkpoint record names; before that stage has run, the
-    shell substitution that reads it (printed scripts), which the loop resolves itself
-    once the record exists (it rebuilds the stages before each one runs)."""
-    if rec.exists():
-        import orjson
-
-        return str(orjson.loads(rec.read_bytes().splitlines()[0]).get("path"))
-    return Shell(f'"$(jq -r .path {shlex.quote(str(rec))})"')
+from .layout import (
+    MEMORY,
+    SCORED,
+    SCORED_WINDOW,
+    Stage,
+    base_model,
+    checkpoint_model,
+    checkpoint_record,
+    memory_in,
+    model_of,
+    round_dir,
+    shell_line,
+    step_rollouts,
+    train_metrics_file,
+)
 
 
 def sandbox_packages(cfg: LoopConfig) -> list[str]:
@@ -115,7 +50,7 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     mem = memory_in(cfg, r)
     docs, cands = d / "docs.jsonl.zst", d / "candidates.jsonl.zst"
     validated, replay = d / "validated.jsonl.zst", d / "replay.jsonl.zst"
-    rollouts, scored, memory_out = d / "rollouts.jsonl.zst", d / "scored.jsonl.zst", d / "memory.jsonl.zst"
+    rollouts, scored, memory_out = d / "rollouts.jsonl.zst", d / SCORED, d / MEMORY
     out: list[Stage] = []
 
     if r == 1 and not cfg.model.path:
@@ -219,14 +154,14 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                      copy=(mem, memory_out) if mem is not None else None, keep=True))
 
     if cfg.train.enabled:
-        ckpt, ckpt_rec = d / "checkpoint", d / "checkpoint.jsonl"
+        ckpt, ckpt_rec = d / "checkpoint", d / checkpoint_record()
         train = cfg.train
         if cfg.baseline.mode != "spade":
             train = dataclasses.replace(train, role="agent")
         if cfg.loop.agent_steps == 1:
             out.append(Stage("train", "train", [str(scored)],
                              ["--model", model, "--output-dir", str(ckpt), *st.to_argv(train),
-                              "--seed", seed, "--metrics", str(d / "train-metrics.jsonl"),
+                              "--seed", seed, "--metrics", str(d / train_metrics_file()),
                               *extra("train", [])],
                              ckpt_rec, [ckpt_rec]))
         else:
@@ -270,9 +205,9 @@ def agent_steps(cfg: LoopConfig, r: int, train: TrainSettings, model: str, seed:
     window: list[str] = []
     step_model = model
     for s in range(1, n + 1):
-        train_in = str(d / "scored.jsonl.zst")
+        train_in = str(d / SCORED)
         if s > 1:
-            plays = d / f"rollouts-s{s}.jsonl.zst"
+            plays = d / step_rollouts(s)
             out.append(Stage(f"rollout-s{s}", "rollout", rollout_in,
                              [*replay_args, *engine, step_model, *st.to_argv(replays), *sandbox,
                               "--seed", step_seed(seed, s), *extra("rollout", [])],
@@ -281,36 +216,28 @@ def agent_steps(cfg: LoopConfig, r: int, train: TrainSettings, model: str, seed:
             window.append(str(plays))
         last = s == n and not designer
         tag = "" if last else f"-s{s}"
-        rec = d / f"checkpoint{tag}.jsonl"
+        rec = d / checkpoint_record(tag)
         out.append(Stage("train" if last else f"train-s{s}", "train", [train_in],
                          ["--model", step_model, "--output-dir", str(d / f"checkpoint{tag}"),
                           *st.to_argv(agent), "--seed", step_seed(seed, s),
-                          "--metrics", str(d / f"train-metrics{tag}.jsonl"), *extra("train", [])],
+                          "--metrics", str(d / train_metrics_file(tag)), *extra("train", [])],
                          rec, [rec]))
         step_model = checkpoint_model(rec)
     if designer:
-        rescored, ckpt_rec = d / "scored-window.jsonl.zst", d / "checkpoint.jsonl"
-        out.append(Stage("regret-window", "regret", [str(d / "scored.jsonl.zst")],
+        rescored, ckpt_rec = d / SCORED_WINDOW, d / checkpoint_record()
+        out.append(Stage("regret-window", "regret", [str(d / SCORED)],
                          [*st.to_argv(cfg.regret), "--round", str(r),
                           *[a for w in window for a in ("--window", w)], *extra("regret", [])],
                          rescored, [rescored], keep=True))
         out.append(Stage("train", "train", [str(rescored)],
                          ["--model", step_model, "--output-dir", str(d / "checkpoint"),
                           *st.to_argv(dataclasses.replace(train, role="designer")), "--seed", seed,
-                          "--metrics", str(d / "train-metrics.jsonl"), *extra("train", [])],
+                          "--metrics", str(d / train_metrics_file()), *extra("train", [])],
                          ckpt_rec, [ckpt_rec]))
     return out
 
 
 # --------------------------------------------------------------------------- printing
-
-
-def _quote(arg: str) -> str:
-    return arg if isinstance(arg, Shell) else shlex.quote(arg)
-
-
-def shell_line(argv: list[str]) -> str:
-    return " ".join(["spade-" + argv[0], *(_quote(a) for a in argv[1:])])
 
 
 def as_script(cfg: LoopConfig, r: int, pipe: bool = False) -> str:

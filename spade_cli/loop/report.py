@@ -12,10 +12,18 @@ import orjson
 from .. import SCHEMA_VERSION
 from ..recordio import RecordReader, atomic_write_bytes
 from ..records import make_id
+from .layout import (
+    SCORED,
+    SCORED_WINDOW,
+    Round,
+    checkpoint_record,
+    step_rollouts,
+    train_metrics_file,
+)
+from .recipe import round_stages
 
 if TYPE_CHECKING:
     from .config import LoopConfig
-    from .runner import Round
 
 
 COMPONENTS = ("regret", "win_rate", "plateau", "scaled_regret", "variance_reward")
@@ -98,13 +106,11 @@ def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[s
     """One row per agent step of the round: its no-hint plays (win rate = mean return, as
     the designer's reward reads it, and success rate), its optimizer steps and loss, and
     its stages' seconds; then the designer's step."""
-    from .recipe import round_stages
-
     seconds = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
     names = {stage.name for stage in round_stages(cfg, rnd.r)}
     rows = []
     for s in range(1, cfg.loop.agent_steps + 1):
-        plays = scored if s == 1 else _records(rnd.path(f"rollouts-s{s}.jsonl.zst"))
+        plays = scored if s == 1 else _records(rnd.path(step_rollouts(s)))
         eps = [ep for c in plays for ep in (c.get("rollouts") or {}).get("nohint") or []]
         name = f"train-s{s}" if f"train-s{s}" in names else "train"
         tm = _step_train(rnd, "" if name == "train" else f"-s{s}")
@@ -124,8 +130,8 @@ def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[s
 def _step_train(rnd: Round, tag: str) -> dict[str, Any]:
     """A train stage's optimizer steps and losses (its metrics file) and its checkpoint's
     format (`unchanged` when no group had a reward spread)."""
-    tm = train_metrics(rnd.path(f"train-metrics{tag}.jsonl"))
-    rec = rnd.path(f"checkpoint{tag}.jsonl")
+    tm = train_metrics(rnd.path(train_metrics_file(tag)))
+    rec = rnd.path(checkpoint_record(tag))
     ckpt = orjson.loads(rec.read_bytes().splitlines()[0]) if rec.exists() else {}
     return {"train_steps": tm.get("train_steps", ckpt.get("steps")), "train_loss_last": tm.get("train_loss_last"),
             "train_losses": tm.get("train_losses", []), "checkpoint_format": ckpt.get("format")}
@@ -136,7 +142,7 @@ def _records(path: Path) -> list[dict]:
 
 
 def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
-    scored = list(RecordReader([str(rnd.path("scored.jsonl.zst"))]))
+    scored = list(RecordReader([str(rnd.path(SCORED))]))
     stages = {k: v["seconds"] for k, v in rnd.manifest["stages"].items()}
     summary = {
         "kind": "round",
@@ -147,13 +153,13 @@ def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
         "round": rnd.r,
         "model": rnd.model,
         **score_metrics(scored),
-        **train_metrics(rnd.path("train-metrics.jsonl")),
+        **train_metrics(rnd.path(train_metrics_file())),
         "stage_seconds": stages,
         "dir": str(rnd.dir),
     }
     if cfg.loop.agent_steps > 1:
         summary["steps"] = step_metrics(cfg, rnd, scored)
-        window = rnd.path("scored-window.jsonl.zst")
+        window = rnd.path(SCORED_WINDOW)
         if window.exists():
             # What the designer trained on: its rewards with the window's win rate.
             rescored = score_metrics(list(RecordReader([str(window)])))

@@ -31,7 +31,8 @@ from ..logs import log, progress_bar, verbosity_args
 from ..recordio import atomic_write_bytes, remove_dead_partials
 from ..records import parse_shard
 from .config import LoopConfig, to_dict
-from .recipe import Shell, Stage, model_of, round_dir, round_stages, shell_line
+from .layout import Round, Shell, Stage, shell_line
+from .recipe import round_stages
 from .report import round_summary
 
 
@@ -44,101 +45,65 @@ def _die_with_parent() -> None:
         pass
 
 
-class Round:
-    """The stages of round `r` and their bookkeeping in `round-NNN/manifest.json`."""
-
-    def __init__(self, cfg: LoopConfig, r: int):
-        self.cfg, self.r = cfg, r
-        self.model = model_of(cfg, r)
-        self.dir = round_dir(cfg, r)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.manifest_path = self.dir / "manifest.json"
-        self.manifest: dict[str, Any] = {"round": r, "model": self.model, "stages": {}}
-        if self.manifest_path.exists():
-            old = orjson.loads(self.manifest_path.read_bytes())
-            if old.get("model") == self.model:
-                self.manifest = old
-
-    def path(self, name: str) -> Path:
-        return self.dir / name
-
-    def stages(self) -> list[Stage]:
-        return round_stages(self.cfg, self.r)
-
-    def done(self, stage: Stage) -> bool:
-        info = self.manifest["stages"].get(stage.name)
-        return bool(info and info.get("status") == "done" and all(p.exists() for p in stage.outputs))
-
-    def run(self, stage: Stage, shard: str | None = None, worker: bool = False) -> float:
-        """Run a stage (or one shard of it); a `worker` (a train node of rank > 0) writes
-        no output of its own, so nothing is checked or recorded."""
-        if shard is None and not worker and self.done(stage):
-            log.debug("round %d: %s already done", self.r, stage.name)
-            return 0.0
-        if stage.copy is not None:
-            _copy_atomic(*stage.copy)
-        output = shard_output(stage, shard) if shard else None
-        for path in [Path(output)] if output else stage.outputs:
-            remove_dead_partials(path)  # a killed earlier try's leftovers
-        argv = stage.argv(output=output, shard=shard)
-        if any(isinstance(a, Shell) for a in argv):
-            raise UsageError(f"round {self.r}: stage {stage.name} reads a checkpoint record that "
-                             f"does not exist yet ({next(a for a in argv if isinstance(a, Shell))}); "
-                             f"run the stages before it first")
-        cmd = [sys.executable, "-m", "spade_cli", *argv, *verbosity_args()]
-        log.info("round %d: %s", self.r, shell_line(argv))
-        t = time.perf_counter()
-        proc = subprocess.run(cmd, preexec_fn=_die_with_parent, stdout=subprocess.DEVNULL)
-        seconds = time.perf_counter() - t
-        if proc.returncode != 0:
-            err = SpadeError(
-                f"round {self.r}: stage {stage.name} failed (exit {proc.returncode}); "
-                f"its message is above. Rerun to resume from this stage."
-            )
-            # The loop exits with the stage's own code (3 bad data, 4 missing resource...).
-            err.exit_code = proc.returncode if proc.returncode > 0 else 1
-            raise err
-        if worker:
-            return seconds
-        outputs = [Path(output)] if output else stage.outputs
-        missing = [str(p) for p in outputs if not p.exists()]
-        if missing:
-            raise SpadeError(f"round {self.r}: stage {stage.name} wrote no {', '.join(missing)}")
-        if shard is None:
-            self.mark_done(stage, seconds)
+def run_in(rnd: Round, stage: Stage, shard: str | None = None, worker: bool = False) -> float:
+    """Run a stage of round `rnd` (or one shard of it); a `worker` (a train node of
+    rank > 0) writes no output of its own, so nothing is checked or recorded."""
+    if shard is None and not worker and rnd.done(stage):
+        log.debug("round %d: %s already done", rnd.r, stage.name)
+        return 0.0
+    if stage.copy is not None:
+        _copy_atomic(*stage.copy)
+    output = shard_output(stage, shard) if shard else None
+    for path in [Path(output)] if output else stage.outputs:
+        remove_dead_partials(path)  # a killed earlier try's leftovers
+    argv = stage.argv(output=output, shard=shard)
+    if any(isinstance(a, Shell) for a in argv):
+        raise UsageError(f"round {rnd.r}: stage {stage.name} reads a checkpoint record that "
+                         f"does not exist yet ({next(a for a in argv if isinstance(a, Shell))}); "
+                         f"run the stages before it first")
+    cmd = [sys.executable, "-m", "spade_cli", *argv, *verbosity_args()]
+    log.info("round %d: %s", rnd.r, shell_line(argv))
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, preexec_fn=_die_with_parent, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - t
+    if proc.returncode != 0:
+        err = SpadeError(
+            f"round {rnd.r}: stage {stage.name} failed (exit {proc.returncode}); "
+            f"its message is above. Rerun to resume from this stage."
+        )
+        # The loop exits with the stage's own code (3 bad data, 4 missing resource...).
+        err.exit_code = proc.returncode if proc.returncode > 0 else 1
+        raise err
+    if worker:
         return seconds
+    outputs = [Path(output)] if output else stage.outputs
+    missing = [str(p) for p in outputs if not p.exists()]
+    if missing:
+        raise SpadeError(f"round {rnd.r}: stage {stage.name} wrote no {', '.join(missing)}")
+    if shard is None:
+        rnd.mark_done(stage, seconds)
+    return seconds
 
-    def mark_done(self, stage: Stage, seconds: float) -> None:
-        # A fresh read: under Slurm, jobs of other stages may have written it meanwhile.
-        if self.manifest_path.exists():
-            old = orjson.loads(self.manifest_path.read_bytes())
-            if old.get("model") == self.model:
-                self.manifest["stages"] = {**old.get("stages", {}), **self.manifest["stages"]}
-        self.manifest["stages"][stage.name] = {
-            "status": "done",
-            "seconds": round(seconds, 3),
-            "argv": shell_line(stage.argv()),
-            "outputs": [p.name for p in stage.outputs],
-        }
-        atomic_write_bytes(str(self.manifest_path), orjson.dumps(self.manifest, option=orjson.OPT_INDENT_2))
 
-    def merge(self, stage: Stage, shards: int) -> float:
-        """Join the outputs of a stage's --shard jobs, in the order of its inputs."""
-        t = time.perf_counter()
-        parts = [shard_output(stage, f"{i}/{shards}") for i in range(shards)]
-        missing = [p for p in parts if not Path(p).exists()]
-        if missing:
-            raise SpadeError(f"round {self.r}: {stage.name} shard outputs missing: {', '.join(missing)}")
-        argv = ["cat", *parts, *[a for p in stage.order_inputs for a in ("--order-like", p)],
-                "-o", str(stage.output)]
-        log.info("round %d: %s", self.r, shell_line(argv))
-        proc = subprocess.run([sys.executable, "-m", "spade_cli", *argv, *verbosity_args()],
-                              preexec_fn=_die_with_parent)
-        if proc.returncode != 0:
-            raise SpadeError(f"round {self.r}: merging the {stage.name} shards failed (exit {proc.returncode})")
-        seconds = time.perf_counter() - t
-        self.mark_done(stage, seconds)
-        return seconds
+def merge_shards(rnd: Round, stage: Stage, shards: int) -> float:
+    """Join the outputs of a stage's --shard jobs, in the order of its inputs."""
+    t = time.perf_counter()
+    parts = [shard_output(stage, f"{i}/{shards}") for i in range(shards)]
+    missing = [p for p in parts if not Path(p).exists()]
+    if missing:
+        raise SpadeError(f"round {rnd.r}: {stage.name} shard outputs missing: "
+                         f"{', '.join(missing)}")
+    argv = ["cat", *parts, *[a for p in stage.order_inputs for a in ("--order-like", p)],
+            "-o", str(stage.output)]
+    log.info("round %d: %s", rnd.r, shell_line(argv))
+    proc = subprocess.run([sys.executable, "-m", "spade_cli", *argv, *verbosity_args()],
+                          preexec_fn=_die_with_parent)
+    if proc.returncode != 0:
+        raise SpadeError(f"round {rnd.r}: merging the {stage.name} shards failed "
+                         f"(exit {proc.returncode})")
+    seconds = time.perf_counter() - t
+    rnd.mark_done(stage, seconds)
+    return seconds
 
 
 def shard_output(stage: Stage, shard: str) -> str:
@@ -197,12 +162,12 @@ class Loop:
             bar = progress_bar("spade-loop", total=total, unit="stage")
             for r in range(1, self.cfg.rounds + 1):
                 rnd = Round(self.cfg, r)
-                for name in [s.name for s in rnd.stages()]:
+                for name in [s.name for s in round_stages(self.cfg, r)]:
                     # Built again before each stage: a later agent step's model is the
                     # checkpoint the step before it has just recorded.
-                    stage = next(s for s in rnd.stages() if s.name == name)
+                    stage = next(s for s in round_stages(self.cfg, r) if s.name == name)
                     bar.set_description(f"round {r}/{self.cfg.rounds} {stage.name}")
-                    rnd.run(stage)
+                    run_in(rnd, stage)
                     bar.update(1)
                 summary = round_summary(self.cfg, rnd)
                 summaries.append(summary)
@@ -228,7 +193,7 @@ def run_stage(cfg: LoopConfig, r: int, name: str, shard: str | None = None,
             cfg.train, machine_rank=machine_rank or 0,
             main_process_ip=main_process_ip or cfg.train.main_process_ip))
     rnd = Round(cfg, r)
-    stages = {s.name: s for s in rnd.stages()}
+    stages = {s.name: s for s in round_stages(cfg, r)}
     if name not in stages:
         raise UsageError(f"round {r} has no stage {name!r}; it has {', '.join(stages)}")
     stage = stages[name]
@@ -239,12 +204,12 @@ def run_stage(cfg: LoopConfig, r: int, name: str, shard: str | None = None,
     if r == 1 and name == next(iter(stages)):
         Loop(cfg).check_config()
     if merge:
-        rnd.merge(stage, merge)
+        merge_shards(rnd, stage, merge)
     elif machine_rank:
-        rnd.run(stage, worker=True)
+        run_in(rnd, stage, worker=True)
         return
     else:
         parse_shard(shard)
-        rnd.run(stage, shard=shard)
+        run_in(rnd, stage, shard=shard)
     if name == list(stages)[-1] or (name == "regret" and "train" not in stages):
         round_summary(cfg, rnd)

@@ -18,7 +18,8 @@ PROBE_NONSENSE_SEEDS = 2
 
 def probe(code: str, seeds: list[int], cfg: Any, max_turns: int) -> str | None:
     """`max_turns` is the limit for an environment that declares none."""
-    from ..envs.checks import Rejected, nonsense_policy, run_episode
+    from ..envs.checks import nonsense_policy
+    from ..envs.shared_checks import Rejected, run_episode
     from ..errors import SpadeError
     from ..sandbox import EnvError, EnvSession
 

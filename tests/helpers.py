@@ -1,0 +1,72 @@
+"""Helpers the tests share: the checkout's root, running a command as a subprocess, and
+the requirements behind the `requires_module` and `requires_bwrap` markers (conftest.py
+applies the markers; a test that needs a requirement's result imports it from here)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EVAL_INSTALL = "install the eval suites with: pip install --no-deps -r requirements-eval.txt"
+
+
+def run_cli(command: str, *args: str, input: bytes | None = None, timeout: float = 600,
+            env: dict | None = None, cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run `spade-<command> args...`; returns the CompletedProcess (stdout/stderr as bytes)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "spade_cli", command, *map(str, args)],
+        input=input if input is not None else b"",
+        capture_output=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd,
+    )
+
+
+def missing(msg: str) -> None:
+    """Skip the test for a missing requirement, except under CI (`CI` set), where it
+    fails: CI installs every requirement, so a missing one there is a bug."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{msg} (CI is set, so this fails instead of skipping)", pytrace=False)
+    pytest.skip(msg)
+
+
+def require_module(name: str, install: str = EVAL_INSTALL):
+    """Import `name` for a test that needs an optional package; `missing` when it does not
+    import (or one of its own imports does not, as a --no-deps install can leave it)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        missing(f"{name} is not importable ({e}); {install}")
+
+
+@functools.cache
+def bwrap_problem() -> str | None:
+    """Why the bubblewrap sandbox cannot run here (spade_cli.sandbox.check_sandbox's
+    message), or None when it can."""
+    from spade_cli.sandbox import check_sandbox
+
+    try:
+        check_sandbox()
+    except Exception as e:
+        return str(e)
+    return None
+
+
+def bwrap_works() -> bool:
+    return bwrap_problem() is None
+
+
+def require_bwrap() -> None:
+    """`missing` unless the bubblewrap sandbox runs here."""
+    problem = bwrap_problem()
+    if problem is not None:
+        missing(f"needs the bubblewrap sandbox: {problem}")
