@@ -208,9 +208,11 @@ class RewardShape:
     variance_width: float = option(0.01, "--variance-width", min=1e-9, help="""regret-var: width
         (sigma squared) of the bell around the target: exp(-(var - target)^2 / (2 width)).""")
     gamma_fast: float = option(0.98, "--gamma-fast", min=0.0, max=1.0,
-                               help="learning-potential: decay of the fast EMA of the win rate.")
+                               help="""learning-potential: weight of the new window in the
+        fast mean of a skill's win rate (mu <- (1 - g) mu + g r, as released).""")
     gamma_slow: float = option(0.85, "--gamma-slow", min=0.0, max=1.0,
-                               help="learning-potential: decay of the slow EMA of the win rate.")
+                               help="""learning-potential: weight of the new window in the
+        slow mean, the baseline the reward |win rate - mu_slow| is measured from.""")
 
 
 @dataclass
