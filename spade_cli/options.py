@@ -121,6 +121,7 @@ class ValidateSettings:
         judge each environment that passed the checks, from its code and one trajectory (a
         random policy's), as the release's optional LLM validator does: an environment it
         answers \\boxed{no} for is rejected as judged_invalid.""")
+    judge_sampling: Sampling = group(Sampling, temperature=0.3, max_tokens=4096)
     require_solution: bool = option(False, "--require-solution", help="""Reject published
         environments without solution() (no_env_class). Default: valid as the release has
         them, with validation.feasibility "unverified".""")

@@ -73,6 +73,8 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
                          "checks": verdict.checks, "multi_turn": verdict.multi_turn}
     if verdict.valid:
         out["validation"]["feasibility"] = (verdict.meta or {}).get("feasibility", "verified")
+    if verdict.trajectory is not None:  # for judge.judge_records, which removes it
+        out["validation"]["trajectory"] = verdict.trajectory
         out["env"] = _env_field(rec, code, verdict.meta)
     return out
 
@@ -82,12 +84,13 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
                      near: float | None = None, stats: Counter | None = None,
                      candidate_timeout: float | None = 120.0, contract: str = "auto",
                      reject_single_shot: bool = False,
-                     require_solution: bool = False) -> Iterator[dict]:
+                     require_solution: bool = False, keep_trajectory: bool = False) -> Iterator[dict]:
     """Yield every record of `records` with its verdict, in input order.
     `open_session(code)` is a context manager giving a session (EnvSession in production);
     `candidate_timeout` caps the wall time of one candidate's checks (verdict `timeout`);
     `stats` (if given) counts reasons as records come out; `require_solution` rejects a
-    published class without solution()."""
+    published class without solution(); `keep_trajectory` gives each valid record
+    `validation.trajectory` (one episode, for the judge)."""
     from .. import dedup
     from ..sandbox import imap_pool
 
@@ -127,7 +130,8 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
             verdict = validate_code(code, rseeds, open_session, budget=candidate_timeout,
                                     contract=_contract_of(rec, contract),
                                     reject_single_shot=reject_single_shot,
-                                    require_solution=require_solution)
+                                    require_solution=require_solution,
+                                    keep_trajectory=keep_trajectory)
         return apply_verdict(rec, verdict, code)
 
     for out in imap_pool(run, (prepare(r) for r in records), workers):

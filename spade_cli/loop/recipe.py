@@ -104,8 +104,10 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                           "--seed", seed, *extra("design", [])],
                          cands, [cands], shardable=True, order_inputs=[str(docs)]))
 
+    judge = engine if cfg.validate.judge else []  # the model under test judges (--judge)
     out.append(Stage("validate", "validate", [str(cands)],
-                     [*st.to_argv(cfg.validate), *sandbox, "--seed", seed, *extra("validate", [])],
+                     [*st.to_argv(cfg.validate), *judge, *sandbox, "--seed", seed,
+                      *extra("validate", [])],
                      validated, [validated], shardable=True, order_inputs=[str(cands)]))
     played = [str(validated)]
     if cfg.baseline.mode == "spade":
@@ -118,7 +120,8 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                               "--seed", seed, "--attempt", str(a), *retry, *extra("design", [])],
                              c_a, [c_a]))
             out.append(Stage(f"validate-{a}", "validate", [str(c_a)],
-                             [*st.to_argv(cfg.validate), *sandbox, "--seed", seed, *extra("validate", [])],
+                             [*st.to_argv(cfg.validate), *judge, *sandbox, "--seed", seed,
+                              *extra("validate", [])],
                              v_a, [v_a], shardable=True, order_inputs=[str(c_a)]))
             played.append(str(v_a))
     rollout_in = played
