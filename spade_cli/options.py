@@ -74,6 +74,9 @@ class DesignSettings:
     attempts: int = option(3, cli=False, min=1, help="""Design passes per round: a document whose
         designs all failed validation is designed again (into the same group), up to this
         many times in all.""")
+    redesign_doc: str = option("fresh", cli=False, choices=("fresh", "same"), help="""The document
+        a design pass after the first shows: fresh (another one sampled for it, as released:
+        a fresh document per attempt) or same (the one whose designs failed).""")
     contract: str = option("spade", "--contract", choices=("spade", "published"), help="""The
         contract designs are written in: spade (ours: gymnasium.Env, checked solution) or
         published (plain class, \\boxed{} commands, solution() text). Without --memory,

@@ -73,9 +73,9 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
                          "checks": verdict.checks, "multi_turn": verdict.multi_turn}
     if verdict.valid:
         out["validation"]["feasibility"] = (verdict.meta or {}).get("feasibility", "verified")
+        out["env"] = _env_field(rec, code, verdict.meta)
     if verdict.trajectory is not None:  # for judge.judge_records, which removes it
         out["validation"]["trajectory"] = verdict.trajectory
-        out["env"] = _env_field(rec, code, verdict.meta)
     return out
 
 

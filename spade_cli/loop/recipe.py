@@ -115,6 +115,14 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
         for a in range(2, cfg.design.attempts + 1):
             c_a, v_a = d / f"candidates-{a}.jsonl.zst", d / f"validated-{a}.jsonl.zst"
             retry = [x for p in played for x in ("--retry-failed", p)]
+            if cfg.design.redesign_doc == "fresh" and not cfg.design.no_doc:
+                # Other documents for this pass, as the release samples one per attempt.
+                docs_a = d / f"docs-{a}.jsonl.zst"
+                out.append(Stage(f"sample-docs-{a}", "sample-docs", list(corpus),
+                                 [*st.to_argv(corpus_cfg), "--seed", str(int(seed) + 10_000 * a),
+                                  *extra("corpus", [])],
+                                 docs_a, [docs_a]))
+                retry += ["--fresh-docs", str(docs_a)]
             out.append(Stage(f"design-{a}", "design", [str(docs)],
                              [*engine, *st.to_argv(cfg.design), *memory_args, "--round", str(r),
                               "--seed", seed, "--attempt", str(a), *retry, *extra("design", [])],
