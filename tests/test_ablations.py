@@ -65,3 +65,18 @@ def test_learning_potential_trackers_update_where_the_window_is_scored(tmp_path)
     assert w[w.index("--state") + 1].endswith("round-002/lp-state.json")
     assert w[w.index("--state-from") + 1].endswith("round-001/lp-state.json")
     assert any(str(o).endswith("lp-state.json") for o in stages["regret-window"].outputs)
+
+
+def test_each_design_pass_after_the_first_samples_fresh_documents(tmp_path):
+    cfg = load_config(None, {"runs_dir": str(tmp_path), "design": {"attempts": 3}})
+    stages = {s.name: s for s in round_stages(cfg, 1)}
+    for a in (2, 3):
+        docs = stages[f"sample-docs-{a}"]
+        assert docs.args[docs.args.index("--seed") + 1] != stages["sample-docs"].args[
+            stages["sample-docs"].args.index("--seed") + 1]
+        design = stages[f"design-{a}"].args
+        assert design[design.index("--fresh-docs") + 1] == str(docs.output)
+    same = load_config(None, {"runs_dir": str(tmp_path), "design": {"attempts": 3, "redesign_doc": "same"}})
+    names = [s.name for s in round_stages(same, 1)]
+    assert "sample-docs-2" not in names and "--fresh-docs" not in next(
+        s for s in round_stages(same, 1) if s.name == "design-2").args
