@@ -88,8 +88,9 @@ class DesignSettings:
         --skill-set's list.""")
     skills_per_round: int = option(3, "--skills-per-round", min=0, help="""Skills active per round,
         round-robin over the list (0: all).""")
-    difficulty: str = option("mixed", "--difficulty", choices=("easy", "medium", "hard", "mixed", "none"),
-                             help="Target difficulty (mixed: one per design, by hash).")
+    difficulty: str = option("medium", "--difficulty", choices=("easy", "medium", "hard", "mixed", "none"),
+                             help="""Target difficulty (published: medium; mixed: one per design,
+        by hash).""")
     doc_per_design: bool = option(True, "--doc-per-design/--doc-per-group", help="""A fresh document
         per design (each input document gives one design) or one document for a group of -G.""")
     memory_policy: str = option("published", "--memory-policy", choices=("published", "diverse"),
