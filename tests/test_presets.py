@@ -23,43 +23,26 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GAMES = "cmd/games/train_spade_30b.sh"
 TOOLS = "cmd/tool_use/_train_spade_blend.sh"
 
-# key -> (value, where the release sets it)
+# key -> (value, its line in the games launcher, in the tool-use launcher)
 SHARED = {
-    "rollout.episodes": 16, "rollout.max_turns": 25, "rollout.temperature": 0.6,
-    "rollout.max_tokens": 8192, "rollout.max_context": 32768, "rollout.hint_source": "self",
-    "design.temperature": 0.6, "design.max_tokens": 16384, "design.difficulty": "medium",
-    "hint.temperature": 0.3, "regret.estimator": "blend", "regret.solve_weight": 0.6,
-    "regret.regret_weight": 0.4, "regret.regret_scale": 0.15, "regret.plateau_lo": 0.4,
-    "regret.plateau_hi": 0.6, "regret.plateau_ramp": 0.25, "regret.gamma_fast": 0.98,
-    "regret.gamma_slow": 0.85, "regret.memory_capacity": 200, "train.learning_rate": 1e-6,
-    "train.lr_scheduler": "constant", "train.weight_decay": 0.1, "train.epsilon": 0.2,
-    "train.epsilon_high": 0.28, "train.temperature": 0.6, "train.tis": True,
-}
-GAMES_LINES = {
-    "rollout.episodes": 126, "rollout.max_turns": 118, "rollout.temperature": 114,
-    "rollout.max_tokens": 115, "rollout.max_context": 117, "rollout.hint_source": 131,
-    "design.temperature": 113, "design.max_tokens": 116, "design.difficulty": 125,
-    "hint.temperature": 132, "regret.estimator": 141, "regret.solve_weight": 142,
-    "regret.regret_weight": 143, "regret.regret_scale": 145, "regret.plateau_lo": 148,
-    "regret.plateau_hi": 149, "regret.plateau_ramp": 150, "regret.gamma_fast": 111,
-    "regret.gamma_slow": 112, "regret.memory_capacity": 199, "train.learning_rate": 247,
-    "train.lr_scheduler": 248, "train.weight_decay": 249, "train.epsilon": 224,
-    "train.epsilon_high": 225, "train.temperature": 114, "train.tis": 226,
-}
-TOOLS_LINES = {
-    "rollout.episodes": 179, "rollout.max_turns": 172, "rollout.temperature": 168,
-    "rollout.max_tokens": 169, "rollout.max_context": 171, "rollout.hint_source": 197,
-    "design.temperature": 167, "design.max_tokens": 170, "design.difficulty": 178,
-    "hint.temperature": 198, "regret.estimator": 187, "regret.solve_weight": 188,
-    "regret.regret_weight": 189, "regret.regret_scale": 191, "regret.plateau_lo": 194,
-    "regret.plateau_hi": 195, "regret.plateau_ramp": 196, "regret.gamma_fast": 165,
-    "regret.gamma_slow": 166, "regret.memory_capacity": 207, "train.learning_rate": 243,
-    "train.lr_scheduler": 244, "train.weight_decay": 245, "train.epsilon": 221,
-    "train.epsilon_high": 222, "train.temperature": 168, "train.tis": 223,
+    "rollout.episodes": (16, 126, 179), "rollout.max_turns": (25, 118, 172),
+    "rollout.temperature": (0.6, 114, 168), "rollout.max_tokens": (8192, 115, 169),
+    "rollout.max_context": (32768, 117, 171), "rollout.hint_source": ("self", 131, 197),
+    "design.temperature": (0.6, 113, 167), "design.max_tokens": (16384, 116, 170),
+    "design.difficulty": ("medium", 125, 178), "hint.temperature": (0.3, 132, 198),
+    "regret.estimator": ("blend", 141, 187), "regret.solve_weight": (0.6, 142, 188),
+    "regret.regret_weight": (0.4, 143, 189), "regret.regret_scale": (0.15, 145, 191),
+    "regret.plateau_lo": (0.4, 148, 194), "regret.plateau_hi": (0.6, 149, 195),
+    "regret.plateau_ramp": (0.25, 150, 196), "regret.gamma_fast": (0.98, 111, 165),
+    "regret.gamma_slow": (0.85, 112, 166), "regret.memory_capacity": (200, 199, 207),
+    "train.learning_rate": (1e-6, 247, 243), "train.lr_scheduler": ("constant", 248, 244),
+    "train.weight_decay": (0.1, 249, 245), "train.epsilon": (0.2, 224, 221),
+    "train.epsilon_high": (0.28, 225, 222), "train.temperature": (0.6, 114, 168),
+    "train.tis": (True, 226, 223),
 }
 LAUNCHERS = {
     "paper-games": {
-        **{k: (v, f"{GAMES}:{GAMES_LINES[k]}") for k, v in SHARED.items()},
+        **{k: (v, f"{GAMES}:{line}") for k, (v, line, _) in SHARED.items()},
         "rounds*loop.agent_steps": (400, f"{GAMES}:99 --num-rollout 400"),
         "loop.agent_steps": (4, f"{GAMES}:120 --spade-game-regeneration-interval 4, "
                                 ":135 --spade-proposer-training-delay 4"),
@@ -74,7 +57,7 @@ LAUNCHERS = {
         "train.designer_interval": (4, f"{GAMES}:120 the regeneration interval"),
     },
     "paper-tool-use": {
-        **{k: (v, f"{TOOLS}:{TOOLS_LINES[k]}") for k, v in SHARED.items()},
+        **{k: (v, f"{TOOLS}:{line}") for k, (v, _, line) in SHARED.items()},
         "rounds*loop.agent_steps": (400, f"{TOOLS}:153 --num-rollout 400"),
         "loop.agent_steps": (8, f"{TOOLS}:174 --spade-game-regeneration-interval 8, "
                                 ":175 --spade-proposer-training-delay 8"),

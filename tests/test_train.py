@@ -208,6 +208,16 @@ def _enc(tok, text):
     return tok(text, add_special_tokens=False)["input_ids"]
 
 
+def token_logprobs(model, prompt: list[int], completion: list[int]) -> list[float]:
+    """The model's own logprob of each completion token after the prompt."""
+    import torch
+
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        lp = torch.log_softmax(model(ids).logits[0, len(prompt) - 1 : -1].float(), -1)
+    return lp.gather(1, torch.tensor(completion)[:, None])[:, 0].tolist()
+
+
 POS = ["class Maze(gym.Env): pass", "def step(self, action): return 1"]
 NEG = ["import os; os.system('x')", "while True: print('loop')"]
 
@@ -382,16 +392,9 @@ def test_stored_logprobs_are_checked_against_the_model(tiny_model, tok, tmp_path
     prompt = _enc(tok, "Design environment number 0.")
     comps = [_enc(tok, t) + [tok.eos_token_id] for t in POS + NEG]
 
-    def token_logprobs(c):
-        import torch
-
-        ids = torch.tensor([prompt + c])
-        with torch.no_grad():
-            lp = torch.log_softmax(model(ids).logits[0, len(prompt) - 1 : -1].float(), -1)
-        return lp.gather(1, torch.tensor(c)[:, None])[:, 0].tolist()
-
     def logp_diff(shift):
-        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2), [x + shift for x in token_logprobs(c)])
+        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2),
+                         [x + shift for x in token_logprobs(model, prompt, c)])
                 for i, c in enumerate(comps)]
         f = write(tmp_path / f"lp{shift}.jsonl", recs)
         cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="designer")
@@ -654,14 +657,9 @@ def test_tis_weights_the_designer_loss_by_the_behaviour_logprobs(tiny_model, tok
     prompt = _enc(tok, "Design environment number 0.")
     comps = [_enc(tok, t) + [tok.eos_token_id] for t in POS + NEG]
 
-    def token_logprobs(c):
-        ids = torch.tensor([prompt + c])
-        with torch.no_grad():
-            lp = torch.log_softmax(model(ids).logits[0, len(prompt) - 1 : -1].float(), -1)
-        return lp.gather(1, torch.tensor(c)[:, None])[:, 0].tolist()
-
     def gradient(shift, tis):
-        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2), [x + shift for x in token_logprobs(c)])
+        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2),
+                         [x + shift for x in token_logprobs(model, prompt, c)])
                 for i, c in enumerate(comps)]
         f = write(tmp_path / f"tis{shift}{tis}.jsonl", recs)
         cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)],
