@@ -42,6 +42,12 @@ fmt:
 fix:
     python3 -m ruff check --fix .
 
+# Regenerate the commands' option tables in docs/commands/, then build the manual strictly
+# (a broken link or anchor, or a stale table, fails); the site goes to site/.
+docs:
+    python3 docs/gen_options.py
+    python3 -m mkdocs build --strict
+
 # Run every benchmark; each prints its figures.
 bench:
     for b in bench/bench_*.py; do echo "== $b"; python3 "$b"; done

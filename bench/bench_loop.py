@@ -6,7 +6,7 @@ model loading and the rest: the toolchain's own overhead (process start and impo
 record I/O, sandbox, orchestration). Target: the demo round under 5 minutes on 2 cores.
 
     python bench/bench_loop.py
-    python bench/bench_loop.py --config examples/fixed-pool.toml
+    python bench/bench_loop.py --config examples/ablations/fixed-pool.toml
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A command module builds its Typer app with `make_app`, declares its run-time arguments
 with the `Annotated` aliases below (so `--seed` or `-o` mean the same everywhere), takes
 its settings groups through `stage_command` (their options come from the settings
-dataclasses, `settings.py`), and exposes `main = entry(app, "spade-<name>")`. `entry`
+dataclasses, `declare.py`), and exposes `main = entry(app, "spade-<name>")`. `entry`
 turns every known failure into one line `spade-<name>: error: <problem>` on stderr and a
 documented exit code (see errors.py); the traceback is shown only with `-v` or
 `SPADE_DEBUG=1`. Logging and progress bars live in `logs.py` (Typer-free).
@@ -23,13 +23,13 @@ from typing import Annotated, Any
 
 import typer
 
-from . import settings as st
+from . import declare as st
 from . import timing
+from .declare import read_toml
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, PipeClosed, SpadeError, UsageError
 from .logs import debug_enabled, log, prog, progress, progress_bar, set_verbosity, setup_logging
 from .recordio import RecordWriter
 from .records import in_shard, parse_shard
-from .settings import read_toml
 
 __all__ = ["log", "progress", "progress_bar", "read_toml", "setup_logging"]
 
@@ -160,7 +160,7 @@ def stage_command(app: typer.Typer, **groups: type) -> Callable[[Callable], Call
     """Register a command whose options come from settings classes.
 
     `fn` declares its run-time arguments (inputs, -o, --seed, ...) as usual and one
-    keyword parameter per group (`settings=DesignSettings, engine=EngineOptions`): the
+    keyword parameter per group (`settings=DesignSettings, engine=EngineSettings`): the
     command gets every command-line field of each group as an option, `--config`, `-v`
     and `-q`, and `fn` receives checked instances of the groups."""
 

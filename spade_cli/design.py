@@ -47,8 +47,8 @@ from pathlib import Path
 
 from .engines import Engine, Sampling
 from .errors import UsageError
-from .options import DesignSettings
 from .records import make_id, new_record, seed_for
+from .stage_settings import DesignSettings
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 PLACEHOLDERS = ("contract", "document", "source", "exemplars", "listing", "round", "skill", "difficulty",
@@ -66,7 +66,9 @@ class Template:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Template:
-        p = Path(path) if path else PROMPTS_DIR / "design.md"
+        """A template file, or the name of a shipped one (`micro`: prompts/design_micro.md)."""
+        shipped = PROMPTS_DIR / f"design_{path}.md" if path and str(path).isidentifier() else None
+        p = shipped if shipped is not None and shipped.is_file() else Path(path) if path else PROMPTS_DIR / "design.md"
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as e:

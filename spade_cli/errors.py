@@ -1,6 +1,6 @@
 """Errors that end a command with a one-line message and a documented exit code.
 
-Exit codes (README "Exit codes"):
+Exit codes (docs/concepts/conventions.md#exit-codes):
   0  success (also when a downstream reader such as `head` closes the pipe)
   1  internal error: a bug; the traceback is printed with -v or SPADE_DEBUG=1
   2  usage error: bad flags or option values

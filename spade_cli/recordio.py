@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 import orjson
 import zstandard
 
+from . import SCHEMA_VERSION
 from .errors import DataError, PipeClosed
 
 CHUNK = 1 << 20
@@ -258,6 +259,13 @@ class RecordReader:
                     self.bad += 1
                     continue
                 raise self.error("a record must be a JSON object")
+            if "v" in rec and rec["v"] != SCHEMA_VERSION:
+                # A record of another schema (a newer spade's) is refused, not misread.
+                if self.skip_bad:
+                    self.bad += 1
+                    continue
+                raise self.error(f"schema version {rec['v']!r}, but this spade reads version "
+                                 f"{SCHEMA_VERSION} records")
             if check is not None:
                 check(rec)
             yield rec

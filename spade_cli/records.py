@@ -74,7 +74,7 @@ from .errors import UsageError
 
 KINDS = ("doc", "candidate", "env", "checkpoint", "eval", "round")
 
-# Validation reason codes, stable across versions (README "Reason codes").
+# Validation reason codes, stable across versions (docs/commands/spade-validate.md#reason-codes).
 REASONS = (
     "ok",
     "no_code",

@@ -60,7 +60,17 @@ TOOL_USE = (
           "onboarding a user across several systems, a refund that needs approval steps, a multi-leg itinerary"),
 )
 
-SKILL_SETS: dict[str, tuple[Skill, ...]] = {"games": GAMES, "tool-use": TOOL_USE}
+# The micro world's three skills, one per family of `spade_micro` (spade_cli/micro/).
+MICRO = (
+    Skill("Spatial Reasoning", "the agent must find its way along a corridor it cannot see.",
+          "CorridorEnv: walk to a door on a hidden side, then enter it"),
+    Skill("Pattern Recognition", "the agent must reproduce a code from what it was shown.",
+          "CodeEnv: type a code slot by slot while one slot may be hidden"),
+    Skill("Logical Deduction", "the agent must work out the rule that says which switch is right.",
+          "SwitchEnv: press the first or the last switch of each stage, by a hidden rule"),
+)
+
+SKILL_SETS: dict[str, tuple[Skill, ...]] = {"games": GAMES, "tool-use": TOOL_USE, "micro": MICRO}
 ALL_SKILLS: dict[str, Skill] = {s.name.lower(): s for s in GAMES + TOOL_USE}
 
 

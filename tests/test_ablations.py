@@ -8,7 +8,7 @@ import pytest
 
 from spade_cli.loop.config import load_config
 from spade_cli.loop.recipe import round_stages
-from spade_cli.options import ESTIMATORS
+from spade_cli.stage_settings import ESTIMATORS
 
 ABLATIONS = sorted((Path(__file__).resolve().parents[1] / "examples" / "ablations").glob("*.toml"))
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from spade_cli import settings as st
+from spade_cli import declare as st
+from spade_cli.declare import read_toml
 from spade_cli.errors import UsageError
 from spade_cli.loop.config import STAGE_TABLES, TOP, load_config
-from spade_cli.settings import read_toml
 from spade_cli.skills import GAMES as GAME_SKILLS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

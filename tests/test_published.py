@@ -464,7 +464,7 @@ def test_the_release_pool_layout_is_detected_with_its_skills(tmp_path):
 def test_design_in_the_published_contract(tiny_model):
     from spade_cli.design import design_records, load_contract
     from spade_cli.engines import Sampling, load_engine
-    from spade_cli.options import DesignSettings
+    from spade_cli.stage_settings import DesignSettings
 
     text = load_contract("published")
     assert "\\boxed{" in text and "solution(self)" in text and "standard library" in text

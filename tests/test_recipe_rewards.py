@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from spade_cli import regret
-from spade_cli.options import RewardShape
+from spade_cli.stage_settings import RewardShape
 from spade_cli.train.samples import read_groups
 
 from .helpers import run_cli

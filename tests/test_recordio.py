@@ -88,10 +88,20 @@ def test_kind_and_required_fields_checked(tmp_path):
 
 def test_skip_bad_counts(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(b'{"id": 1}\n{oops\n[1]\n{"id": 2}\n')
+    path.write_bytes(b'{"id": 1}\n{oops\n[1]\n{"id": 2, "v": 2}\n{"id": 3, "v": 1}\n')
     reader = RecordReader([str(path)], skip_bad=True)
-    assert [r["id"] for r in reader] == [1, 2]
-    assert reader.bad == 2
+    assert [r["id"] for r in reader] == [1, 3]
+    assert reader.bad == 3
+
+
+def test_a_stage_refuses_records_of_an_unknown_schema_version(tmp_path):
+    path = tmp_path / "scored.jsonl"
+    path.write_bytes(encode([{**RECORDS[0], "kind": "candidate", "v": 99}], "plain"))
+    r = run_cli("regret", str(path))
+    assert r.returncode == 3
+    assert r.stderr.decode().strip() == (f"spade-regret: error: {path}:1: schema version 99, "
+                                         f"but this spade reads version 1 records")
+    assert r.stdout == b""
 
 
 # --------------------------------------------------------------------------- corrupt input
@@ -105,11 +115,15 @@ def corrupt_cases():
         "not_object": (good + b"[1, 2]\n", r"bad\.jsonl:51: a record must be a JSON object"),
         "truncated_zstd": (zst[: len(zst) // 2], r"bad\.jsonl: truncated zstd stream"),
         "corrupt_gzip": (encode(RECORDS, "gz")[:-12], r"bad\.jsonl: corrupt or truncated gzip stream"),
+        "unknown_version": (encode([*RECORDS[:6], {**RECORDS[6], "v": 99}], "zst"),
+                            r"bad\.jsonl:7: schema version 99, but this spade reads version 1 "
+                            r"records$"),
     }
     return cases
 
 
-@pytest.mark.parametrize("case", ["bad_json", "not_object", "truncated_zstd", "corrupt_gzip"])
+@pytest.mark.parametrize("case", ["bad_json", "not_object", "truncated_zstd", "corrupt_gzip",
+                                  "unknown_version"])
 def test_corrupt_input_one_line_error_exit_3_no_output(tmp_path, case):
     data, pattern = corrupt_cases()[case]
     bad = tmp_path / "bad.jsonl"

@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ from spade_cli.corpus import (
     sampler,
 )
 from spade_cli.corpus.keys import file_seed, key_for, keys_for
+from spade_cli.corpus.sources import sampling_key
 from spade_cli.recordio import iter_lines
 
 from .helpers import run_cli
@@ -65,8 +67,8 @@ def content_id(text: str) -> str:
 def naive(paths, n, seed=0, min_chars=0, max_chars=None) -> list[tuple[str, str, int]]:
     """The definition of the sample, computed the slow way: parse every line."""
     best: dict[str, tuple[int, str, int]] = {}
-    for path in map(str, paths):
-        fs = file_seed(seed, os.path.normpath(path))
+    for index, path in enumerate(map(str, paths)):
+        fs = file_seed(seed, sampling_key(index, path, None))
         for lineno, _off, line in iter_lines(path):
             if not line.strip():
                 continue
@@ -152,6 +154,26 @@ def test_same_seed_same_sample_and_another_seed_another(corpus):
     a, b, c = run(corpus, 30, seed=1), run(corpus, 30, seed=1), run(corpus, 30, seed=2)
     assert a == b
     assert {d["id"] for d in a} != {d["id"] for d in c}
+
+
+def test_the_same_corpus_at_another_path_gives_the_same_sample(corpus, tmp_path, monkeypatch):
+    # Given as a directory, as files and as a glob, absolute and relative: the sample
+    # depends on the files' names within the inputs, not on where the corpus lies.
+    other = tmp_path / "elsewhere" / "deeper"
+    shutil.copytree(corpus[0].parent, other)
+    moved = [other / p.name for p in corpus]
+
+    def ids(inputs) -> list[tuple[str, float]]:
+        return [(d["id"], d["sample"]["key"]) for d in run(inputs, 25, seed=4, excerpt_chars=0)]
+
+    assert ids([corpus[0].parent]) == ids([other])
+    assert ids(corpus) == ids(moved)
+    assert ids([corpus[0].parent / "*.zst"]) == ids([other / "*.zst"])
+    monkeypatch.chdir(other.parent)
+    assert ids([other]) == ids(["deeper"]) == ids(["./deeper/../deeper"])
+    assert ids(corpus) == ids([Path("deeper") / p.name for p in corpus])
+    # Another seed, or the files in another order, is another sample.
+    assert ids(corpus) != ids(corpus[::-1])
 
 
 def test_processes_give_the_same_sample(corpus):

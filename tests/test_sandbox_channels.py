@@ -254,7 +254,7 @@ def test_a_worker_cannot_count_the_workers_before_it():
     """No ordinal in a worker's uid or cgroup: an environment that could tell it was
     started after its twin could tell the conditions of a pair apart by start order
     (pipe inode numbers still could; the pair's random start order is what keeps that
-    from paying, README "Sandbox")."""
+    from paying, docs/concepts/sandbox.md)."""
     seen = []
     for _ in range(6):
         with EnvSession(IDENTITY, CFG) as env:

@@ -10,7 +10,7 @@ import click
 import pytest
 import typer
 
-from spade_cli import settings as st
+from spade_cli import declare as st
 from spade_cli.commands import COMMANDS
 from spade_cli.errors import UsageError
 from spade_cli.loop.config import STAGE_TABLES, LoopConfig, load_config

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from spade_cli.loop.config import load_config
 from spade_cli.loop.report import _write_metrics, plot_run, score_metrics
 
@@ -29,3 +31,15 @@ def test_per_skill_valid_rate_win_rate_and_regret(tmp_path):
     paths = plot_run(cfg)
     assert cfg.run_dir / "plots" / "skills.png" in paths
     assert (cfg.run_dir / "plots" / "skills.png").stat().st_size > 10_000
+
+
+def test_plots_of_a_round_with_nothing_measured_warn_of_nothing(tmp_path):
+    # Designs of a skill, none valid: no win rate, no regret, so the per-skill panels
+    # (and the reward and training plots) have nothing to draw a legend for.
+    cfg = load_config(None, {"runs_dir": str(tmp_path)})
+    cfg.run_dir.mkdir(parents=True)
+    _write_metrics(cfg, {"round": 1, **score_metrics([cand("Optimization", False)])})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        paths = plot_run(cfg)
+    assert cfg.run_dir / "plots" / "skills.png" in paths

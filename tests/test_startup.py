@@ -16,8 +16,8 @@ from spade_cli.commands import COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "numpy", "gymnasium", "transformers", "pyarrow", "matplotlib")
-SHARED = ["spade_cli.cli", "spade_cli.settings", "spade_cli.options", "spade_cli.engines.base",
-          "spade_cli.engines.options", "spade_cli.sandbox.options", "spade_cli.logs",
+SHARED = ["spade_cli.cli", "spade_cli.declare", "spade_cli.stage_settings", "spade_cli.engines.base",
+          "spade_cli.engines.settings", "spade_cli.sandbox.settings", "spade_cli.logs",
           "spade_cli.recordio", "spade_cli.records"]
 
 # Imports the modules one after another and reports, for each, the heavy modules that
@@ -66,4 +66,4 @@ def test_record_commands_on_empty_input_import_no_heavy_library():
 
 def test_probe_sees_a_heavy_import():
     # The check itself can fail: a module that imports numpy is reported by name.
-    assert _probe(["spade_cli.settings", "numpy"], []) == {"numpy": ["numpy"]}
+    assert _probe(["spade_cli.declare", "numpy"], []) == {"numpy": ["numpy"]}

@@ -22,10 +22,10 @@ from ..cli import (
     select,
     stage_command,
 )
-from ..engines.options import EngineOptions
+from ..engines.settings import EngineSettings
 from ..errors import UsageError
-from ..options import DesignSettings
 from ..recordio import RecordReader
+from ..stage_settings import DesignSettings
 
 app = make_app(
     "Read `doc` records and write one `candidate` record per sampled design: the designer "
@@ -48,7 +48,7 @@ def failed_docs(paths: list[str]) -> set[str]:
     return seen - valid
 
 
-@stage_command(app, settings=DesignSettings, engine=EngineOptions)
+@stage_command(app, settings=DesignSettings, engine=EngineSettings)
 def design(
     inputs: Inputs = None,
     output: Output = "-",
@@ -69,7 +69,7 @@ def design(
     zstd: Zstd = False,
     *,
     settings: DesignSettings,
-    engine: EngineOptions,
+    engine: EngineSettings,
 ) -> None:
     from ..design import Template, design_records
 
@@ -122,8 +122,9 @@ def design(
     if not engine.path:
         raise UsageError("--model is required (a model directory; `spade-init-model DIR` builds a tiny one)")
     eng = engine.load(seed=seed)
+    per_doc = 1 if settings.doc_per_design else settings.designs_per_doc
     log.info("designing with %s engine on %s: %d per doc, %d memory entries%s", eng.name, eng.model,
-             settings.designs_per_doc, len(entries), " (no doc)" if settings.no_doc else "")
+             per_doc, len(entries), " (no doc)" if settings.no_doc else "")
     n = 0
     try:
         with open_output(output, zstd) as out:

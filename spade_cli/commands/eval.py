@@ -12,11 +12,11 @@ import typer
 
 from .. import logs
 from ..cli import Output, Seed, Zstd, entry, log, make_app, open_output, stage_command
-from ..engines.options import EngineOptions
+from ..engines.settings import EngineSettings
 from ..errors import UsageError
 from ..evals import check_suites, format_table
-from ..options import EvalSettings
-from ..sandbox.options import SandboxOptions
+from ..sandbox.settings import SandboxSettings
+from ..stage_settings import EvalSettings
 
 app = make_app(
     "Evaluate a model on held-out suites: BFCL-v4 multi-turn (bfcl), procedural reasoning "
@@ -31,7 +31,7 @@ app = make_app(
 
 DEFAULT_SUITES = ["bfcl", "reasoning-gym", "textarena", "library"]
 
-@stage_command(app, settings=EvalSettings, engine=EngineOptions, sandbox=SandboxOptions)
+@stage_command(app, settings=EvalSettings, engine=EngineSettings, sandbox=SandboxSettings)
 def eval(
     oracle: Annotated[bool, typer.Option("--oracle", help="Play each task's privileged solution instead of a model (harness check: must score 100%).")] = False,
     memory: Annotated[str | None, typer.Option("--memory", help="Environment memory file for suite 'memory'.")] = None,
@@ -44,8 +44,8 @@ def eval(
     seed: Seed = 0,
     *,
     settings: EvalSettings,
-    engine: EngineOptions,
-    sandbox: SandboxOptions,
+    engine: EngineSettings,
+    sandbox: SandboxSettings,
 ) -> None:
     specs = settings.suites or DEFAULT_SUITES
     parsed = check_suites(specs)  # bad names and missing packages fail here, before any loading

@@ -19,11 +19,11 @@ from ..cli import (
     select,
     stage_command,
 )
-from ..engines.options import EngineOptions
+from ..engines.settings import EngineSettings
 from ..errors import UsageError
-from ..options import HintSettings
 from ..recordio import RecordReader
-from ..sandbox.options import SandboxOptions
+from ..sandbox.settings import SandboxSettings
+from ..stage_settings import HintSettings
 
 app = make_app(
     "Write a hint for every valid candidate: the model reads the environment's source under "
@@ -37,7 +37,7 @@ app = make_app(
 )
 
 
-@stage_command(app, settings=HintSettings, engine=EngineOptions, sandbox=SandboxOptions)
+@stage_command(app, settings=HintSettings, engine=EngineSettings, sandbox=SandboxSettings)
 def hint(
     inputs: Inputs = None,
     output: Output = "-",
@@ -47,8 +47,8 @@ def hint(
     zstd: Zstd = False,
     *,
     settings: HintSettings,
-    engine: EngineOptions,
-    sandbox: SandboxOptions,
+    engine: EngineSettings,
+    sandbox: SandboxSettings,
 ) -> None:
     from ..hint import add_hints, is_target, load_template, sandbox_solutions
     from ..sandbox import check_sandbox

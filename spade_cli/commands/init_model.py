@@ -1,4 +1,5 @@
-"""spade-init-model: build the tiny offline model (tokenizer + chat template + weights)."""
+"""spade-init-model: build an offline model (tokenizer + chat template + weights): the tiny
+random one, or the micro world's pretrained one."""
 
 from __future__ import annotations
 
@@ -15,13 +16,19 @@ app = make_app(
     "byte-level BPE tokenizer trained on text shipped with Python, a ChatML chat template "
     "with Qwen-style tool calls, and a ~0.4M-parameter Qwen3-architecture model. It loads "
     "with AutoTokenizer/AutoModelForCausalLM and every engine; the CPU demo and the tests "
-    "use it.\n\nExample: spade-init-model models/tiny && spade-design docs.jsonl --model models/tiny"
+    "use it. With --kind micro: the micro world's ~1.3M-parameter model, pretrained on CPU on "
+    "synthetic designs and episodes in the real prompts' formats (cached after the first build)."
+    "\n\nExample: spade-init-model models/tiny && spade-design docs.jsonl --model models/tiny"
 )
 
 
 @app.command()
 def init_model(
     out_dir: Annotated[Path, typer.Argument(help="Directory to write the model into.", show_default=False)],
+    kind: Annotated[str, typer.Option("--kind", help="tiny: random init in seconds (sizes below); "
+                    "micro: the micro world's model, pretrained on its transcripts for a few "
+                    "minutes on CPU and cached in $SPADE_CACHE or ~/.cache/spade (spade_cli/micro).",
+                    )] = "tiny",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weight initialisation.")] = 0,
     train_steps: Annotated[
         int,
@@ -38,8 +45,17 @@ def init_model(
 ) -> None:
     from ..tinymodel import build_tiny_model
 
+    if kind not in ("tiny", "micro"):
+        raise UsageError(f"--kind must be tiny or micro, got {kind!r}")
     if out_dir.exists() and any(out_dir.iterdir()) and not force:
         raise UsageError(f"{out_dir}: directory is not empty (use --force to overwrite)")
+    if kind == "micro":
+        from ..micro.model import build_micro_model
+
+        path = build_micro_model(out_dir, seed=seed, log=log.info)
+        log.info("wrote micro model to %s", path)
+        print(path)
+        return
     if hidden_size % 16:
         raise UsageError("--hidden-size must be a multiple of 16 (4 heads of width >= 4)")
     path = build_tiny_model(

@@ -112,7 +112,7 @@ def exemplars(
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
-    """The env records the designer prompt would show as exemplars (policy in the README)."""
+    """The env records the designer prompt would show as exemplars (docs/concepts/memory.md)."""
     with open_output(output, zstd) as out:
         out.write_all(mem.select_exemplars(_load(memory), k, seed))
 

@@ -22,7 +22,6 @@ from ..cli import (
     stage_command,
 )
 from ..errors import UsageError
-from ..options import RegretSettings
 from ..recordio import RecordReader, atomic_write_bytes
 from ..regret import (
     ScoreConfig,
@@ -34,6 +33,7 @@ from ..regret import (
     update_lp_state,
     window_score,
 )
+from ..stage_settings import RegretSettings
 
 app = make_app(
     "Score candidates: regret of the agent on each valid environment (hinted minus unhinted "

@@ -24,11 +24,11 @@ from ..cli import (
     select,
     stage_command,
 )
-from ..engines.options import EngineOptions
+from ..engines.settings import EngineSettings
 from ..errors import UsageError
-from ..options import RolloutSettings
 from ..recordio import RecordReader
-from ..sandbox.options import SandboxOptions
+from ..sandbox.settings import SandboxSettings
+from ..stage_settings import RolloutSettings
 
 app = make_app(
     "Play every valid candidate environment (validation.valid and env.code): K episodes "
@@ -62,7 +62,7 @@ def _eligible(rec: dict) -> bool:
     return (rec.get("validation") or {}).get("valid") is True and isinstance((rec.get("env") or {}).get("code"), str)
 
 
-@stage_command(app, settings=RolloutSettings, engine=EngineOptions, sandbox=SandboxOptions)
+@stage_command(app, settings=RolloutSettings, engine=EngineSettings, sandbox=SandboxSettings)
 def rollout(
     inputs: Inputs = None,
     output: Output = "-",
@@ -75,8 +75,8 @@ def rollout(
     zstd: Zstd = False,
     *,
     settings: RolloutSettings,
-    engine: EngineOptions,
-    sandbox: SandboxOptions,
+    engine: EngineSettings,
+    sandbox: SandboxSettings,
 ) -> None:
     from ..rollout import AgentPrompt, ModelAgent, ReplayAgent, RolloutStats, run_rollouts
     from ..sandbox import check_sandbox

@@ -8,9 +8,9 @@ import typer
 
 from ..cli import Output, Seed, Zstd, entry, log, make_app, open_output, progress_bar, stage_command
 from ..errors import UsageError
-from ..options import SampleDocsSettings
 from ..recordio import RecordReader, display_name
 from ..records import parse_shard
+from ..stage_settings import SampleDocsSettings
 
 app = make_app(
     "Sample N documents uniformly without replacement from corpus files in one streaming "

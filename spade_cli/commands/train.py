@@ -15,8 +15,8 @@ import typer
 
 from ..cli import Inputs, Seed, entry, log, make_app, open_output, stage_command
 from ..errors import DataError, UsageError
-from ..options import TrainSettings
 from ..records import make_id, new_record
+from ..stage_settings import TrainSettings
 from ..train.config import TrainJob
 from ..train.samples import NothingToTrain
 

@@ -23,12 +23,12 @@ from ..cli import (
     select,
     stage_command,
 )
-from ..engines.options import EngineOptions
+from ..engines.settings import EngineSettings
 from ..errors import UsageError
-from ..options import ValidateSettings
 from ..recordio import RecordReader, RecordWriter
 from ..records import REASONS
-from ..sandbox.options import SandboxOptions
+from ..sandbox.settings import SandboxSettings
+from ..stage_settings import ValidateSettings
 
 app = make_app(
     "Validate candidate environments: extract the code of each design and run it, in the "
@@ -44,7 +44,7 @@ app = make_app(
 )
 
 
-@stage_command(app, settings=ValidateSettings, sandbox=SandboxOptions, engine=EngineOptions)
+@stage_command(app, settings=ValidateSettings, sandbox=SandboxSettings, engine=EngineSettings)
 def validate(
     inputs: Inputs = None,
     output: Output = "-",
@@ -59,8 +59,8 @@ def validate(
     zstd: Zstd = False,
     *,
     settings: ValidateSettings,
-    sandbox: SandboxOptions,
-    engine: EngineOptions,
+    sandbox: SandboxSettings,
+    engine: EngineSettings,
 ) -> None:
     from ..envs.validation import validate_records
     from ..sandbox import EnvSession, check_sandbox

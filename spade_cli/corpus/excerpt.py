@@ -1,6 +1,6 @@
 """Cutting a long document down to a window the designer prompt can hold.
 
-The rule (README "spade-sample-docs"): a document of at most W characters is kept whole.
+The rule (docs/commands/spade-sample-docs.md): a document of at most W characters is kept whole.
 A longer one gets a window of at most W characters:
 
 1. a nominal start s is drawn uniformly from [0, total - W] with the document's own

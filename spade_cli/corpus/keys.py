@@ -2,7 +2,10 @@
 
 The sample is "the N documents with the smallest keys". A key is a pure function of
 (seed, file, line or row), computed with splitmix64 from a per-file seed, so it does not
-depend on which job reads the file, in which order, or what else it reads. That makes
+depend on which job reads the file, in which order, or what else it reads. A file is
+named by its input's number and its path within that input (`sources.sampling_key`),
+never by where the corpus lies, so a corpus moved or copied elsewhere gives the same
+sample. That makes
 every way of splitting the work give the same answer: a single run, `--shard i/n` jobs
 merged by key, or files processed in parallel processes. Keys are also what lets the
 sampler skip almost everything: a line whose key is above the current N-th smallest

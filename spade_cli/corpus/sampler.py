@@ -234,7 +234,7 @@ class Scanner:
         # The hot loop of a big corpus: per chunk one vectorised pass finds the newlines,
         # keys are computed in bulk, and only lines whose key is below the threshold are
         # ever sliced out and parsed.
-        fseed = file_seed(self.opts.seed, src.path)
+        fseed = file_seed(self.opts.seed, src.key)
         base_line = 0  # lines finished before this chunk
         chunk_off = 0  # stream offset of this chunk's first byte
         head: list[bytes] = []  # the unfinished line carried over from earlier chunks
@@ -290,7 +290,7 @@ class Scanner:
         for col in cols:
             if col not in names:
                 raise DataError(f"missing field {col!r} (columns: {', '.join(names)})", src.path)
-        fseed = file_seed(self.opts.seed, src.path)
+        fseed = file_seed(self.opts.seed, src.key)
         row0 = 0
         for g in range(pf.num_row_groups):
             nrows = pf.metadata.row_group(g).num_rows
@@ -313,7 +313,7 @@ class Scanner:
 
     def _scan_text(self, src: Source) -> None:
         self.stats.docs += 1
-        key = key_for(file_seed(self.opts.seed, src.path), 0)
+        key = key_for(file_seed(self.opts.seed, src.key), 0)
         if key >= self.threshold():
             return
         self.stats.parsed += 1

@@ -34,10 +34,26 @@ _COMPRESSED = (".zst", ".zstd", ".gz")
 
 @dataclass(frozen=True)
 class Source:
-    path: str  # as read; also what per-file sampling keys derive from
+    path: str  # as read
     fmt: str  # "jsonl" | "parquet" | "text"
     name: str  # the label of the input it came from
     size: int = 0  # bytes on disk, to schedule big files first
+    key: str = ""  # what its sampling keys derive from (`sampling_key`)
+
+
+def sampling_key(index: int, path: str, root: str | None) -> str:
+    """The name a file's sampling keys derive from: the number of the input it came from
+    and its path relative to that input (`root`: the directory, or a glob's directory; a
+    file input is its own name). Not the path itself, so the same corpus gives the same
+    sample wherever it lies, and two inputs never share keys."""
+    rel = os.path.basename(path) if root is None else os.path.relpath(path, root)
+    return f"{index}:{rel}"
+
+
+def _glob_root(pattern: str) -> str:
+    """The directory above a glob's first wildcard."""
+    fixed = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    return os.path.dirname(fixed) or "."
 
 
 def detect_format(path: str) -> str:
@@ -93,15 +109,17 @@ def expand_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     sources: list[Source] = []
     seen: set[str] = set()
-    for arg in args or ["-"]:
+    for index, arg in enumerate(args or ["-"]):
         label, pattern = split_label(arg)
+        root: str | None = None
         if pattern == "-":
             paths = ["-"]
         elif os.path.isdir(pattern):
-            paths = _walk_corpus(pattern, fmt)
+            paths, root = _walk_corpus(pattern, fmt), pattern
         elif os.path.exists(pattern):
             paths = [pattern]
         elif glob.has_magic(pattern):
+            root = _glob_root(pattern)
             paths = []
             for p in sorted(glob.glob(pattern, recursive=True)):
                 paths.extend(_walk_corpus(p, fmt) if os.path.isdir(p) else [p])
@@ -117,7 +135,7 @@ def expand_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
             seen.add(p)
             kind = "jsonl" if p == "-" and fmt == "auto" else (detect_format(p) if fmt == "auto" else fmt)
             size = 0 if p == "-" else os.path.getsize(p)
-            sources.append(Source(p, kind, name, size))
+            sources.append(Source(p, kind, name, size, sampling_key(index, p, root)))
     return sources
 
 

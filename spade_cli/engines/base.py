@@ -28,7 +28,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..settings import option
+from ..declare import option
 
 
 @dataclass

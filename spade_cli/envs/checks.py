@@ -1,5 +1,5 @@
 """The validation checks of spade-validate: many small `check_*` functions, each failing
-with one stable reason code (README "Reason codes").
+with one stable reason code (docs/commands/spade-validate.md#reason-codes).
 
 A check raises `Rejected(reason, detail)`; `validate_code` runs them in order and the first
 failure is the verdict. Everything that executes designer code goes through a session
@@ -197,7 +197,7 @@ class Verdict:
     trajectory: list[dict] | None = None  # one episode played, for the judge (keep_trajectory)
 
 
-# The checks each contract runs, in order (the README's "Validation" lists them).
+# The checks each contract runs, in order (docs/commands/spade-validate.md#how-it-checks).
 SPADE_CHECKS = ("loads", "metadata", "resets", "deterministic", "feasible", "reward_range",
                 "terminates", "hint_leak", "not_trivial", "resources")
 

@@ -9,6 +9,7 @@ Suites (`--suite NAME` or `NAME:item,item` to pick categories / families / games
   reasoning-gym  procedural reasoning families at fixed seeds                     [reasoning-gym]
   textarena      single-player text games                                          [textarena]
   library        the example environment library (envs.library.library_dir()), sandboxed
+  micro          the micro world: every family and level on held-out seeds, sandboxed
   memory         an environment memory file (--memory FILE), sandboxed
   FILE           a file of candidate or env records, or a directory of environment files
                  (either contract; spade-cat --from-dir), sandboxed
@@ -27,7 +28,7 @@ from ..errors import UsageError
 from ..records import make_id, new_record
 from .base import INSTALL_HINT, Task, format_table, summarize, task_stats
 
-SUITES = ("bfcl", "reasoning-gym", "textarena", "library", "memory")
+SUITES = ("bfcl", "reasoning-gym", "textarena", "library", "micro", "memory")
 ALIASES = {"reasoning_gym": "reasoning-gym", "rg": "reasoning-gym", "bfcl-v4": "bfcl"}
 
 __all__ = ["INSTALL_HINT", "SUITES", "Task", "build_tasks", "eval_records", "format_table",
@@ -93,6 +94,10 @@ def build_tasks(suites: list[str], n: int, seed: int = 0, memory: str | None = N
             from . import pools
 
             out += pools.library_tasks(n, seed, subset, sandbox=sandbox)
+        elif name == "micro":
+            from . import micro
+
+            out += micro.tasks(n, seed, subset, sandbox=sandbox)
         elif name == "memory":
             from . import pools
 

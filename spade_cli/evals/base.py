@@ -27,8 +27,8 @@ from typing import Any
 
 from ..errors import ResourceError
 
-# One install command for every optional suite package (README "spade-eval").
-INSTALL_HINT = "pip install --no-deps -r requirements-eval.txt (see README, spade-eval)"
+# One install command for every optional suite package (docs/evaluation.md#installing-the-suites).
+INSTALL_HINT = "pip install --no-deps -r requirements-eval.txt (see docs/evaluation.md)"
 
 
 def require(module: str, package: str, suite: str) -> None:

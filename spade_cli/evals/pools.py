@@ -23,7 +23,7 @@ class SandboxEnv:
 
     threadsafe = True
 
-    def __init__(self, code: str, cfg):
+    def __init__(self, code: str, cfg, prompt: str | None = None):
         from ..envs.contracts import action_format
         from ..sandbox import EnvSession
 
@@ -36,7 +36,7 @@ class SandboxEnv:
         except ImportError:
             AgentPrompt = None
         if AgentPrompt is not None:
-            self.metadata["system"] = AgentPrompt().system(
+            self.metadata["system"] = AgentPrompt(prompt).system(
                 self.metadata.get("name") or "environment", turn_limit(self.metadata.get("max_turns")),
                 bool(self.metadata.get("tools")), self.metadata["action_format"])
 
@@ -61,7 +61,9 @@ def _solution(env, obs, info):
     return solution_actions((info or {}).get("solution_text")) or None
 
 
-def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list[str] | None) -> list[Task]:
+def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list[str] | None,
+           prompt: str | None = None) -> list[Task]:
+    """`prompt`: the agent prompt the episodes are framed with (AgentPrompt's argument)."""
     from ..envs.contracts import resolve_contract
 
     if subset:
@@ -81,7 +83,7 @@ def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list
         ep_seed = seed_for(seed, suite, f"{e['name']}/{idx}")
 
         def make_env(code=e["code"]):
-            return SandboxEnv(code, cfg)
+            return SandboxEnv(code, cfg, prompt)
 
         # An environment of the published contract scores its final reward, as published.
         returns = "final" if resolve_contract(e["code"], "auto") == "published" else "sum"

@@ -1,12 +1,12 @@
 """The spade-loop run configuration: one TOML file, every field with a default.
 
-A table per stage, and each table is that stage's settings class (`options.py`,
-`engines.options`, `sandbox.options`): the same declarations give the commands their
+A table per stage, and each table is that stage's settings class (`stage_settings.py`,
+`engines.settings`, `sandbox.settings`): the same declarations give the commands their
 flags, so a field here and the flag of the command it configures cannot disagree (the
-README "spade-loop" and `spade-loop --show-config` print them). Unknown tables or
-fields, and values of the wrong type or out of bounds, are errors that name the field.
-`extra_args` in any stage table passes raw flags through to that stage's command, for
-options the config does not model.
+config table of docs/commands/spade-loop.md and `spade-loop --show-config` print them).
+Unknown tables or fields, and values of the wrong type or out of bounds, are errors that
+name the field. `extra_args` in any stage table passes raw flags through to that stage's
+command, for options the config does not model.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import settings as st
-from ..engines.options import EngineOptions
+from .. import declare as st
+from ..declare import option, read_toml
+from ..engines.settings import EngineSettings
 from ..errors import UsageError
-from ..options import (
+from ..sandbox.settings import SandboxSettings
+from ..stage_settings import (
     DesignSettings,
     EvalSettings,
     HintSettings,
@@ -29,8 +31,6 @@ from ..options import (
     TrainSettings,
     ValidateSettings,
 )
-from ..sandbox.options import SandboxOptions
-from ..settings import option, read_toml
 
 
 @dataclass
@@ -41,7 +41,8 @@ class BaselineSettings:
         writes environments) or fixed-pool (no designer: the agent trains on a fixed pool of
         environments).""")
     pool: str = option("library", cli=False, help="""Fixed pool for mode = fixed-pool: "library"
-        (the example environments), "reasoning-gym" or "reasoning-gym:fam1,fam2" (its task
+        (the example environments), "micro" (the micro world's families at every level),
+        "reasoning-gym" or "reasoning-gym:fam1,fam2" (its task
         families as environments; needs the eval extra), or a candidates file.""")
     pool_size: int = option(8, cli=False, min=1, help="Environments drawn from the pool each round.")
 
@@ -56,14 +57,19 @@ class LoopSettings:
         without hints on the previous step's checkpoint and trains the agent again; then the
         designer trains once, its win rate over all the round's no-hint plays. 1: one update
         on both roles' samples.""")
+    world: str = option("spade", cli=False, choices=("spade", "micro"), help="""spade: the example
+        library is the first memory and, without a model path, the tiny random model is built;
+        micro: the micro world (spade_cli/micro/): the micro library is the first memory and
+        the fixed pool, and the pretrained micro model (spade-init-model --kind micro, cached)
+        is the base model.""")
 
 
 STAGE_TABLES: dict[str, type] = {
     "loop": LoopSettings,
-    "model": EngineOptions, "corpus": SampleDocsSettings, "design": DesignSettings,
+    "model": EngineSettings, "corpus": SampleDocsSettings, "design": DesignSettings,
     "validate": ValidateSettings, "hint": HintSettings, "rollout": RolloutSettings, "regret": RegretSettings,
     "train": TrainSettings, "baseline": BaselineSettings, "eval": EvalSettings,
-    "sandbox": SandboxOptions,
+    "sandbox": SandboxSettings,
 }
 
 
@@ -78,7 +84,7 @@ class LoopConfig:
     seed: int = 0
     """Master seed; round r's stages get seed * 1000 + r."""
     loop: LoopSettings = field(default_factory=LoopSettings)
-    model: EngineOptions = field(default_factory=EngineOptions)
+    model: EngineSettings = field(default_factory=EngineSettings)
     corpus: SampleDocsSettings = field(default_factory=SampleDocsSettings)
     design: DesignSettings = field(default_factory=DesignSettings)
     validate: ValidateSettings = field(default_factory=ValidateSettings)
@@ -88,7 +94,7 @@ class LoopConfig:
     train: TrainSettings = field(default_factory=TrainSettings)
     baseline: BaselineSettings = field(default_factory=BaselineSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
-    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     extra_args: dict[str, list[str]] = field(default_factory=dict)
     """Raw extra flags per stage table (`extra_args = [...]` in that table)."""
 
@@ -136,7 +142,7 @@ def to_dict(cfg: LoopConfig) -> dict[str, Any]:
 
 
 def describe_fields() -> list[tuple[str, str, str]]:
-    """(field, default, documentation) rows for the README and `spade-loop --show-config`."""
+    """(field, default, documentation) rows for the docs and `spade-loop --show-config`."""
     import ast
     import inspect
 

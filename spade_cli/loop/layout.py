@@ -2,9 +2,9 @@
 a `Stage` (a command with the files it reads and leaves), and `Round`, the bookkeeping of
 finished stages in `round-NNN/manifest.json`.
 
-The recipe (recipe.py) names each stage's outputs with these, the runner (runner.py)
-records finished stages in the manifest, and the report (report.py) reads the files back,
-so a file's name is written once, here. This module imports none of those three.
+The recipe (recipe.py) names each stage's outputs, the runner (runner.py) records
+finished stages in the manifest, and the report (report.py) reads the files back: a file
+name more than one of them uses is written here, once. This module imports none of them.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def memory_in(cfg: LoopConfig, r: int) -> Path | None:
 
 
 def base_model(cfg: LoopConfig) -> str:
-    return cfg.model.path or str(cfg.run_dir / "tiny-model")
+    return cfg.model.path or str(cfg.run_dir / ("micro-model" if cfg.loop.world == "micro" else "tiny-model"))
 
 
 class Shell(str):

@@ -13,8 +13,9 @@ import dataclasses
 import shlex
 from pathlib import Path
 
-from .. import settings as st
-from ..options import TrainSettings
+from .. import declare as st
+from ..micro import LIBRARY as MICRO_LIBRARY
+from ..stage_settings import TrainSettings
 from .config import LoopConfig
 from .layout import (
     MEMORY,
@@ -53,12 +54,15 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     rollouts, scored, memory_out = d / "rollouts.jsonl.zst", d / SCORED, d / MEMORY
     out: list[Stage] = []
 
+    micro = cfg.loop.world == "micro"
+    library_args = ["--library", str(MICRO_LIBRARY)] if micro else []
     if r == 1 and not cfg.model.path:
         tiny = Path(base_model(cfg))
-        out.append(Stage("init-model", "init-model", [str(tiny)], ["--seed", str(cfg.seed), "--force"],
+        out.append(Stage("init-model", "init-model", [str(tiny)],
+                         ["--kind", "micro" if micro else "tiny", "--seed", str(cfg.seed), "--force"],
                          outputs=[tiny / "config.json"]))
     if r == 1 and mem is not None:
-        out.append(Stage("memory-init", "memory", ["init", str(mem)], outputs=[mem]))
+        out.append(Stage("memory-init", "memory", ["init", str(mem), *library_args], outputs=[mem]))
 
     rollout_order = [str(validated)]
     replay_args: list[str] = []
@@ -73,7 +77,8 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     if cfg.baseline.mode == "fixed-pool":
         from ..envs.library import library_dir
 
-        pool = str(library_dir()) if cfg.baseline.pool == "library" else cfg.baseline.pool
+        pool = (str(library_dir()) if cfg.baseline.pool == "library" else
+                str(MICRO_LIBRARY) if cfg.baseline.pool == "micro" else cfg.baseline.pool)
         if pool.startswith("reasoning-gym"):
             # The task families as contract environments, then drawn like any pool.
             source = d / "pool-source.jsonl.zst"

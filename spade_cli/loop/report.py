@@ -207,6 +207,11 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
         return fig, ax
 
+    def legend(ax: Any, **kw: Any) -> None:
+        # Only over labelled artists: matplotlib warns on stderr when there are none.
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(**kw)
+
     def save(fig: Any, name: str) -> None:
         for ax in fig.axes:
             if ax.get_xlabel() == "round" and rounds:
@@ -231,8 +236,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
     for x, top, r in zip(rounds, bottom, rows, strict=True):
         if r.get("valid_rate") is not None:
             ax.annotate(f"{r['valid_rate']:.0%} valid", (x, top), ha="center", va="bottom", fontsize=8)
-    if reasons:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    legend(ax, fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     save(fig, "validity.png")
 
     # Regret of every environment played, per round: box plus the points themselves.
@@ -252,8 +256,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         if any(v is not None for v in vals):
             ax.plot(rounds, [float("nan") if v is None else v for v in vals], marker="o", label=label)
     ax.axhline(0, color="grey", lw=0.5)
-    if ax.lines[1:]:
-        ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     save(fig, "reward.png")
 
     # Success with and without the hint, side by side per round.
@@ -263,7 +266,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         bars = ax.bar([x + dx for x in rounds], [r.get(key) or 0 for r in rows], w, label=label)
         ax.bar_label(bars, fmt="%.2f", fontsize=7)
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=8)
+    legend(ax, fontsize=8)
     save(fig, "success.png")
 
     # Training loss over the optimizer steps of all rounds, one colour per round.
@@ -276,9 +279,8 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         if losses:
             ax.plot(range(step, step + len(losses)), losses, marker=".", label=f"round {r['round']}")
         step += len(losses)
-    if step:
-        ax.legend(fontsize=7)
-    else:
+    legend(ax, fontsize=7)
+    if not step:
         ax.text(0.5, 0.5, "no optimizer steps yet\n(no group had a reward spread)",
                 ha="center", va="center", transform=ax.transAxes, color="grey")
     save(fig, "training.png")
@@ -294,7 +296,7 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
                 pts = [(x, y) for x, y in pts if y is not None]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), marker="o", label=skill)
-        axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+        legend(axes[-1], fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
         save(fig, "skills.png")
     return paths
 

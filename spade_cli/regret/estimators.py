@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 
-from ..options import RewardShape
+from ..stage_settings import RewardShape
 
 CLIPPED = ("mean-gap", "max-gap", "learnability")
 DEFAULT_ESTIMATOR = "blend"

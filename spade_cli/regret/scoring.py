@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import memory
 from ..dedup import THRESHOLD, code_hash
-from ..options import RewardShape
+from ..stage_settings import RewardShape
 from .estimators import (
     CLIPPED,
     DEFAULT_CLIP,

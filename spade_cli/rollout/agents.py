@@ -14,8 +14,8 @@ import json
 import tomllib
 from pathlib import Path
 
+from ..declare import read_toml
 from ..errors import UsageError
-from ..settings import read_toml
 from .trajectory import ChatFormat, NoTokens, tool_call_message
 
 PROMPT_KEYS = ("system", "text_rules", "tool_rules", "boxed_rules", "tool_call_rules", "hint")
@@ -26,8 +26,11 @@ class AgentPrompt:
     """The agent's prompt template (spade_cli/prompts/agent.toml, or a user's file)."""
 
     def __init__(self, path: str | Path | None = None):
-        text = (Path(__file__).resolve().parents[1] / "prompts" / "agent.toml").read_text()
-        parts = tomllib.loads(text)
+        prompts = Path(__file__).resolve().parents[1] / "prompts"
+        parts = tomllib.loads((prompts / "agent.toml").read_text())
+        # A shipped prompt by name (`micro`: prompts/agent_micro.toml), else a file.
+        if path is not None and str(path).isidentifier() and (prompts / f"agent_{path}.toml").is_file():
+            path = prompts / f"agent_{path}.toml"
         if path is not None:
             mine = read_toml(path, "prompt file")
             unknown = set(mine) - set(PROMPT_KEYS)

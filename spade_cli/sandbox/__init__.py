@@ -10,7 +10,7 @@
     run_pool(fn, items, max_workers)       # fn over items on threads, results in order
 
 The options users set (`--unsafe-no-sandbox`, `--sandbox-package`, `--call-timeout`,
-`--memory-mb`) are `options.SandboxOptions`; `SandboxOptions.config()` is their
+`--memory-mb`) are `settings.SandboxSettings`; `SandboxSettings.config()` is their
 `SandboxConfig`.
 
 One EnvSession is one persistent worker process (`worker.py`) in a jail of its own,
@@ -108,7 +108,7 @@ What it does not cover
 
 import importlib
 
-# The session machinery is imported on first use, so importing `sandbox.options` (every
+# The session machinery is imported on first use, so importing `sandbox.settings` (every
 # command that runs environments declares its options from it) stays cheap.
 _EXPORTS = {
     "INSTALL_HINT": "config", "REASONS": "config", "EnvError": "config",

@@ -41,6 +41,7 @@ PY_FLAGS = ("-s", "-P", "-B")
 PY_ROOT = "/opt/python"
 WORKER_PATH = "/opt/spade/worker.py"
 SITE = "/opt/site"  # the allowed distributions (on PYTHONPATH inside)
+MICRO_SITE = Path(__file__).resolve().parents[1] / "micro" / "site"
 
 
 class EnvError(Exception):
@@ -300,6 +301,8 @@ def jail_env(cfg: SandboxConfig, layout: PythonLayout | None) -> dict:
         # Only the allowed distributions, whatever this Python's site.py believes in
         # (Debian's looks for dist-packages, pyenv's for site-packages).
         env["PYTHONPATH"] = SITE
+    else:
+        env["PYTHONPATH"] = str(MICRO_SITE)  # unconfined: the micro world's module alone
     if layout and layout.libdir:
         # The interpreter's RUNPATH names its host prefix, which does not exist inside.
         env["LD_LIBRARY_PATH"] = f"{PY_ROOT}/lib"
@@ -348,6 +351,8 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tupl
     a += ["--perms", "0755", "--tmpfs", SITE]
     for host, name in lay.site_binds:
         a += ["--ro-bind", host, f"{SITE}/{name}"]
+    # The micro world's families, which designs of the micro world import (`spade_micro`).
+    a += ["--ro-bind", str(MICRO_SITE / "spade_micro.py"), f"{SITE}/spade_micro.py"]
     a += ["--remount-ro", SITE,
           "--perms", "0755", "--dir", "/opt/spade",
           "--ro-bind", str(Path(__file__).with_name("worker.py")), WORKER_PATH,

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..options import LOSS_TYPES, TrainSettings
+from ..stage_settings import LOSS_TYPES, TrainSettings
 
 __all__ = ["LOSS_TYPES", "TrainJob"]
 

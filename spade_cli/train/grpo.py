@@ -47,7 +47,9 @@ def load_groups(cfg: TrainJob) -> tuple[list[list[Sample]], BuildStats]:
     groups, stats = read_groups(cfg.inputs, cfg.role, cfg.include_hinted,
                                 cfg.max_prompt_length, cfg.max_completion_length,
                                 cfg.designer_baseline, cfg.designer_scale, cfg.designer_scale_cap,
-                                cfg.designer_interval, cfg.group_size, cfg.compact_filter)
+                                cfg.designer_interval, cfg.group_size,
+                                cfg.seed if cfg.shuffle_designer_rewards else None,
+                                compact_filter=cfg.compact_filter)
     groups = mix_groups(groups, cfg.designer_fraction, cfg.seed)
     stats.groups = {"designer": 0, "agent": 0}
     stats.samples = 0

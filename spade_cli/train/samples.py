@@ -242,11 +242,14 @@ def read_groups(
     designer_scale_cap: float = 50.0,
     designer_interval: int = 1,
     group_size: int | None = None,
+    shuffle_designer_rewards: int | None = None,
     compact_filter: bool = False,
 ) -> tuple[list[list[Sample]], BuildStats]:
-    """Read candidate records into groups of samples, in first-seen order. `compact_filter`
-    zeroes the env_mask of agent episodes the turn limit cut off (TURN_LIMIT_STOPS): no
-    gradient, but their return still counts in the group's baseline."""
+    """Read candidate records into groups of samples, in first-seen order.
+    `shuffle_designer_rewards` (a seed) permutes the rewards within each designer pool: the
+    negative control, whose designer learns from no signal at all. `compact_filter` zeroes
+    the env_mask of agent episodes the turn limit cut off (TURN_LIMIT_STOPS): no gradient,
+    but their return still counts in the group's baseline."""
     if role not in ROLES:
         raise UsageError(f"--role must be one of {', '.join(ROLES)}, got {role!r}")
     reader = RecordReader(inputs, kind="candidate")
@@ -288,6 +291,11 @@ def read_groups(
     stats.designer_scale = scale
     for members in groups.values():
         if members[0].role == "designer" and len(members) > 1:
+            if shuffle_designer_rewards is not None:
+                rewards = [m.reward for m in members]
+                random.Random(f"{shuffle_designer_rewards}:{members[0].group}").shuffle(rewards)
+                for m, r in zip(members, rewards, strict=True):
+                    m.reward = r
             if not set_designer_advantages(members, designer_baseline, scale):
                 stats.skipped["flat_reward_group"] += 1
                 continue

@@ -1,12 +1,12 @@
-"""Every stage's settings, declared once (see `settings.py` for what a declaration gives).
+"""Every stage's settings, declared once (see `declare.py` for what a declaration gives).
 
 Each class is one stage: its fields are the options of that stage's command and the
 keys of its table in a loop config (`TABLE`). Fields marked `cli=False` exist only in
 the loop's config (they shape the round, not the command). Run-time arguments that the
 loop sets per round (inputs, outputs, --seed, --round, --memory, --shard) are not
 settings: each command declares those itself. Shared groups live with their packages:
-`engines.options.EngineOptions` (`[model]`), `engines.Sampling` (nested in each
-generating stage with its own defaults), `sandbox.options.SandboxOptions` (`[sandbox]`).
+`engines.settings.EngineSettings` (`[model]`), `engines.Sampling` (nested in each
+generating stage with its own defaults), `sandbox.settings.SandboxSettings` (`[sandbox]`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .declare import group, option
 from .engines.base import Sampling
 from .envs.contracts import ACTION_FORMATS, CONTRACT_CHOICES
-from .settings import group, option
 
 ESTIMATORS = ("blend", "regret", "solve-rate", "learning-potential", "regret-var", "mean-gap", "max-gap",
               "learnability")
@@ -57,8 +57,11 @@ class SampleDocsSettings:
 class DesignSettings:
     TABLE: ClassVar[str] = "design"
 
-    designs_per_doc: int = option(4, "--num-designs", "-G", min=1, help="""G: designs sampled
-        per document, the designer's GRPO group.""")
+    designs_per_doc: int = option(4, "--num-designs", "-G", min=1, help="""G: with
+        --doc-per-group, the designs sampled from each document (one GRPO group sharing its
+        prompt); with --doc-per-design (the default) each document gives one design, and
+        spade-loop samples G times corpus.docs_per_round documents (a group is then the
+        designs of one skill).""")
     sampling: Sampling = group(Sampling, max_tokens=2048)
     no_doc: bool = option(False, "--no-doc", help="Ablation: design without the grounding document.")
     no_memory: bool = option(False, "--no-memory", help="Ablation: no exemplars, no listing.")
@@ -68,7 +71,8 @@ class DesignSettings:
     max_prompt_tokens: int | None = option(None, "--max-prompt-tokens", min=64, help="""Budget of
         the whole prompt (default: context minus --max-tokens).""")
     prompt: str | None = option(None, "--prompt", help="""Prompt template file replacing the
-        packaged one (README "spade-design").""")
+        packaged one (docs/commands/spade-design.md), or a shipped template's name: micro (the micro
+        world's designs, prompts/design_micro.md).""")
     batch_docs: int = option(8, "--batch-docs", min=1, help="""Documents whose designs are
         generated in one engine call.""")
     attempts: int = option(3, cli=False, min=1, help="""Design passes per round: a document whose
@@ -82,7 +86,7 @@ class DesignSettings:
         published (plain class, \\boxed{} commands, solution() text). Without --memory,
         published designs get no exemplars (the example library is of our contract).""")
     # Skill curriculum and memory policy (skills.py, memory.py).
-    skill_set: str = option("games", "--skill-set", choices=("games", "tool-use", "none"), help="""Named
+    skill_set: str = option("games", "--skill-set", choices=("games", "tool-use", "micro", "none"), help="""Named
         skill list the designs target (none: no target skill).""")
     skills: str | None = option(None, "--skills", help="""Comma-separated skill names replacing
         --skill-set's list.""")
@@ -176,7 +180,8 @@ class RolloutSettings:
     workers: int = option(8, "--workers", "-j", min=1,
                           help="Threads starting and stepping sandboxed environments.")
     prompt: str | None = option(None, "--prompt", help="""TOML file overriding keys of the agent
-        prompt (spade_cli/prompts/agent.toml).""")
+        prompt (spade_cli/prompts/agent.toml), or a shipped one's name: micro (the micro
+        world's short prompt, prompts/agent_micro.toml).""")
     verify: float = option(1.0, "--verify", min=0.0, max=1.0, help="""Fraction of episodes whose
         action log is replayed in a fresh worker on the same seed; a replay that differs marks
         the environment 'nondeterministic' (scored invalid). With any verification, each
@@ -226,8 +231,8 @@ class RegretSettings:
 
     estimator: str = option("blend", "--estimator", "-e", choices=ESTIMATORS, help="""The
         designer's reward: blend, regret, solve-rate, learning-potential, regret-var (the
-        published variants) or the raw estimators mean-gap, max-gap, learnability (README
-        "spade-regret").""")
+        published variants) or the raw estimators mean-gap, max-gap, learnability
+        (docs/commands/spade-regret.md).""")
     invalid: str = option("drop", "--invalid", choices=("drop", "penalty"), help="""Invalid designs
         and duplicates: drop (no designer sample, as published) or penalty (trained with
         --invalid-penalty / --duplicate-penalty).""")
@@ -341,6 +346,9 @@ class TrainSettings:
     compact_filter: bool = option(False, "--compact-filter", help="""No gradient on agent episodes
         the turn limit cut off (stop truncated or max_turns; the launchers'
         --spade-compact-filter): their return still counts in the group's baseline.""")
+    shuffle_designer_rewards: bool = option(False, "--shuffle-designer-rewards", help="""Negative
+        control: permute the designer rewards among the designs of each skill (seeded by --seed)
+        before the advantages, so the designer trains on noise of the same distribution.""")
 
 
 @dataclass
@@ -348,11 +356,11 @@ class EvalSettings:
     TABLE: ClassVar[str] = "eval"
 
     suites: list[str] = option(None, "--suite", "-s", factory=list, help="""Suites to run
-        (repeatable): bfcl, reasoning-gym, textarena, library, memory; NAME:a,b picks
+        (repeatable): bfcl, reasoning-gym, textarena, library, micro, memory; NAME:a,b picks
         categories, families, games or environments. Default: bfcl, reasoning-gym,
         textarena, library. In a loop: run on each round's checkpoint (none: no eval).""")
     num_items: int = option(20, "-n", "--num-items", min=0, help="""Tasks per suite; 0 = every
-        item once where the set is finite (bfcl: all 800 entries; library, memory: every
+        item once where the set is finite (bfcl: all 800 entries; library, micro, memory: every
         environment).""")
     samples: int = option(1, "--samples", "-k", min=1,
                           help="Samples per task; pass@k is reported for k > 1.")

@@ -239,7 +239,7 @@ def _text(value: Any) -> str:
 
 
 def rows(obj: Any, prefix: str = "") -> Iterator[tuple[str, str, str]]:
-    """(table.field, value, help) rows for `--show-config` and the README."""
+    """(table.field, value, help) rows for `--show-config` and the docs."""
     for f in fields_of(type(obj), obj):
         yield prefix + f.name, repr(f.default), f.opt.help
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..settings import option
+from ..declare import option
 
 
 @dataclass
-class SandboxOptions:
+class SandboxSettings:
     TABLE: ClassVar[str] = "sandbox"
 
     unsafe_no_sandbox: bool = option(False, "--unsafe-no-sandbox", help="""Run designer code

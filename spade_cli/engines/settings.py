@@ -1,19 +1,19 @@
 """The engine settings shared by every command that generates (spade-design,
 spade-rollout, spade-hint, spade-eval) and by the `[model]` table of a loop config:
-declared once here, built into an engine by `EngineOptions.load`."""
+declared once here, built into an engine by `EngineSettings.load`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..settings import option
+from ..declare import option
 
 ENGINES = ("auto", "hf", "vllm", "openai")
 
 
 @dataclass
-class EngineOptions:
+class EngineSettings:
     TABLE: ClassVar[str] = "model"
 
     path: str = option("", "--model", "-m", help="""Model directory (HF format) or hub name; for

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Does the loop make a model better? SPADE against its baselines in the micro world.
+
+Arms (each `examples/micro.toml` with one change, `--seeds` seeds each):
+    spade             the full loop
+    fixed-pool        no designer: each round the agent trains on environments drawn from
+                      the micro library (every family at a uniformly random level)
+    frozen-designer   the designer is never updated (train.role = agent); memory stays on
+    negative-control  each round the designer's rewards are permuted within their skill
+                      (train.shuffle_designer_rewards): its updates carry no signal
+
+Per round it records the valid rate, the designer's reward, the levels the designs chose,
+the no-hint win rate on the round's environments, the share of valid designs whose win
+rate lies in the plateau band [0.4, 0.6], and the held-out solve rate (`spade-eval --suite
+micro` on the round's checkpoint, sampled at the agent's temperature, on seeds no round
+plays). Round 0 is the micro model itself, once for all arms.
+
+Everything is resumable: each run is a spade-loop run directory (a rerun continues it),
+and each evaluation is a file written atomically, so an interrupted experiment picks up
+where it stopped. Writes RESULTS (JSON) and three PNG plots beside it, and prints a table.
+
+    python bench/micro_experiment.py                       # 4 arms x 3 seeds
+    python bench/micro_experiment.py --arms spade --seeds 0 --rounds 2    # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from spade_cli.recordio import RecordReader  # noqa: E402
+
+ARMS = {
+    "spade": {},
+    "fixed-pool": {"baseline": {"mode": "fixed-pool", "pool": "micro", "pool_size": 12},
+                   "train": {"role": "agent"}},
+    "frozen-designer": {"train": {"role": "agent"}},
+    "negative-control": {"train": {"shuffle_designer_rewards": True}},
+}
+BAND = (0.4, 0.6)
+LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
+
+
+def toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def write_config(base: dict, arm: str, seed: int, rounds: int, runs_dir: Path) -> Path:
+    cfg = json.loads(json.dumps(base))
+    for table, values in ARMS[arm].items():
+        cfg.setdefault(table, {}).update(values)
+    cfg.update(name=f"{arm}-s{seed}", seed=seed, rounds=rounds, runs_dir=str(runs_dir))
+    lines = [f"{k} = {toml_value(v)}" for k, v in cfg.items() if not isinstance(v, dict)]
+    for table, values in cfg.items():
+        if isinstance(values, dict):
+            lines += ["", f"[{table}]"] + [f"{k} = {toml_value(v)}" for k, v in values.items()]
+    path = runs_dir / f"{arm}-s{seed}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(cmd: list[str], log: Path) -> None:
+    with log.open("ab") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+    if proc.returncode:
+        sys.exit(f"micro_experiment: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}); see {log}")
+
+
+def records(path: Path) -> list[dict]:
+    return list(RecordReader([str(path)])) if path.exists() else []
+
+
+def evaluate(model: str, out: Path, args, log: Path) -> dict:
+    """The held-out solve rate of `model`: overall, per level and per family."""
+    if not out.exists():
+        run([sys.executable, "-m", "spade_cli", "eval", "--suite", "micro", "-n", str(args.eval_items),
+             "--seed", "0", "--engine", "hf", "--model", model, "--temperature", "1.0",
+             "--max-tokens", "4", "-o", str(out)], log)
+    recs = records(out)
+    by: dict[str, list[float]] = {}
+    for r in recs:
+        ok = r["stats"]["pass@1"]
+        for key in ("all", f"L{r['meta']['level']}", r["meta"]["family"]):
+            by.setdefault(key, []).append(ok)
+    return {k: round(statistics.fmean(v), 4) for k, v in sorted(by.items())}
+
+
+def round_metrics(rdir: Path) -> dict:
+    """What one round's designs and plays were (the window's scores when there is one)."""
+    scored = records(rdir / "scored-window.jsonl.zst") or records(rdir / "scored.jsonl.zst")
+    designed = [c for c in scored if c.get("origin") == "design"]
+    valid = [c for c in scored if (c.get("validation") or {}).get("valid")]
+    levels = []
+    for c in designed:
+        m = LEVEL.search(((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or "")
+        if m:
+            levels.append(int(m[1]))
+    wins = [c["score"]["nohint"]["success_rate"] for c in valid
+            if ((c.get("score") or {}).get("nohint") or {}).get("success_rate") is not None]
+    rewards = [c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None]
+    return {
+        "designs": len(designed),
+        "valid_rate": round(sum(1 for c in designed if (c.get("validation") or {}).get("valid"))
+                            / len(designed), 4) if designed else None,
+        "designer_reward": round(statistics.fmean(rewards), 4) if rewards else None,
+        "levels": {str(lv): levels.count(lv) for lv in range(1, 7)},
+        "mean_level": round(statistics.fmean(levels), 3) if levels else None,
+        "win_rate_nohint": round(statistics.fmean(wins), 4) if wins else None,
+        "plateau_share": round(sum(BAND[0] <= w <= BAND[1] for w in wins) / len(wins), 4) if wins else None,
+    }
+
+
+def checkpoint_of(rdir: Path) -> str:
+    rec = rdir / "checkpoint.jsonl"
+    return json.loads(rec.read_text().splitlines()[0])["path"]
+
+
+def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -> dict:
+    cfg = write_config(base, arm, seed, args.rounds, out)
+    run_dir = out / f"{arm}-s{seed}"
+    log = out / f"{arm}-s{seed}.log"
+    t0 = time.time()
+    run([sys.executable, "-m", "spade_cli", "loop", str(cfg), "-q"], log)
+    loop_s = time.time() - t0
+    rounds = [{"round": 0, "heldout": base_eval}]
+    for r in range(1, args.rounds + 1):
+        rdir = run_dir / f"round-{r:03d}"
+        m = round_metrics(rdir)
+        m["round"] = r
+        m["heldout"] = evaluate(checkpoint_of(rdir), rdir / "heldout.jsonl.zst", args, log)
+        rounds.append(m)
+    return {"rounds": rounds, "loop_seconds": round(loop_s, 1), "wall_seconds": round(time.time() - t0, 1)}
+
+
+def thirds(xs: list[float]) -> tuple[float, float]:
+    k = max(1, len(xs) // 3)
+    return statistics.fmean(xs[:k]), statistics.fmean(xs[-k:])
+
+
+def verdicts(results: dict) -> list[str]:
+    out = []
+    for arm, runs in results["runs"].items():
+        for seed, res in runs.items():
+            rs = res["rounds"]
+            gain = rs[-1]["heldout"]["all"] - rs[0]["heldout"]["all"]
+            line = f"{arm:17s} seed {seed}: held-out {rs[0]['heldout']['all']:.3f} -> {rs[-1]['heldout']['all']:.3f} ({gain:+.3f})"
+            rew = [r["designer_reward"] for r in rs[1:] if r.get("designer_reward") is not None]
+            if len(rew) >= 3:
+                a, b = thirds(rew)
+                line += f"; designer reward first third {a:.3f}, last third {b:.3f} ({'up' if b > a else 'not up'})"
+            share = [r["plateau_share"] for r in rs[1:] if r.get("plateau_share") is not None]
+            if len(share) >= 3:
+                a, b = thirds(share)
+                line += f"; plateau share {a:.2f} -> {b:.2f}"
+            out.append(line)
+    return out
+
+
+def plot(results: dict, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("heldout", "held-out solve rate", lambda r: r["heldout"]["all"]),
+              ("level", "mean level chosen by the designer", lambda r: r.get("mean_level")),
+              ("designer_reward", "designer reward (blend)", lambda r: r.get("designer_reward"))]
+    paths = []
+    for name, title, get in panels:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for arm, runs in results["runs"].items():
+            series = [[get(r) for r in res["rounds"]] for res in runs.values()]
+            xs, mean, lo, hi = [], [], [], []
+            for i in range(max(len(s) for s in series)):
+                vals = [s[i] for s in series if i < len(s) and s[i] is not None]
+                if vals:
+                    xs.append(i)
+                    mean.append(statistics.fmean(vals))
+                    lo.append(min(vals))
+                    hi.append(max(vals))
+            if xs:
+                ax.plot(xs, mean, marker="o", label=arm)
+                ax.fill_between(xs, lo, hi, alpha=0.2)
+        ax.set_xlabel("round")
+        ax.set_ylabel(title)
+        ax.set_title(f"{title} (mean, range over seeds)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+        fig.tight_layout()
+        p = out / f"micro-{name}.png"
+        fig.savefig(p, dpi=100)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms (default: all four)")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated loop seeds")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per run (default: examples/micro.toml's)")
+    ap.add_argument("--eval-items", type=int, default=108, help="held-out episodes per evaluation")
+    ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
+    ap.add_argument("--out", default=str(ROOT / "runs" / "micro-experiment"))
+    args = ap.parse_args()
+    base = tomllib.loads(Path(args.config).read_text())
+    args.rounds = args.rounds or int(base.get("rounds", 8))
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    for a in arms:
+        if a not in ARMS:
+            sys.exit(f"micro_experiment: unknown arm {a!r} (have: {', '.join(ARMS)})")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "experiment.log"
+    t0 = time.time()
+
+    model = out / "micro-model"
+    if not (model / "config.json").exists():
+        run([sys.executable, "-m", "spade_cli", "init-model", str(model), "--kind", "micro", "--force"], log)
+    base["model"] = {**base.get("model", {}), "path": str(model)}
+    base_eval = evaluate(str(model), out / "heldout-round-000.jsonl.zst", args, log)
+    print(f"round 0 (the micro model): held-out {base_eval['all']:.3f}", file=sys.stderr)
+
+    results = {"commit": commit(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+               "config": args.config, "arms": arms, "seeds": seeds, "rounds": args.rounds,
+               "eval_items": args.eval_items, "runs": {}}
+    for arm in arms:
+        for seed in seeds:
+            res = one_run(base, arm, seed, args, out, base_eval)
+            results["runs"].setdefault(arm, {})[str(seed)] = res
+            print(f"{arm} seed {seed}: {res['wall_seconds']:.0f} s, held-out "
+                  f"{res['rounds'][-1]['heldout']['all']:.3f}", file=sys.stderr)
+    results["wall_seconds"] = round(time.time() - t0, 1)
+    path = out / "results.json"
+    path.write_text(json.dumps(results, indent=1) + "\n")
+    for line in verdicts(results):
+        print(line)
+    for p in plot(results, out):
+        print(f"plot: {p}", file=sys.stderr)
+    print(f"results: {path} ({results['wall_seconds']:.0f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

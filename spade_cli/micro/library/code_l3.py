@@ -1,0 +1,10 @@
+"""A lock whose code is typed slot by slot, one slot maybe hidden, level 3 of 6.
+
+Family: Pattern Recognition
+"""
+
+from spade_micro import CodeEnv
+
+
+class CodeLevel3(CodeEnv):
+    level = 3

@@ -1,0 +1,192 @@
+"""The micro model: a small Qwen3-shaped LM pretrained on CPU on micro-world transcripts.
+
+`build_micro_model(out)` trains the tiny model's tokenizer (tinymodel.py: the same BPE
+pipeline every loader reproduces), initialises a Qwen3 model of about 1.5M parameters and
+pretrains it for `steps` AdamW steps on transcripts.py's synthetic designs and episodes,
+with the loss on the assistant turns only. Seeded; the result is cached under
+`cache_dir()` by its recipe (seed, steps, sizes, skill, code version), so the first build
+pays the few minutes of pretraining and every later one copies the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import shutil
+import time
+from pathlib import Path
+
+RECIPE_VERSION = 1
+DEFAULTS = dict(vocab_size=4096, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048)
+# Pretraining: steps of `batch` transcripts; `skill` is the expert's per-action reliability.
+TRAIN = dict(steps=500, batch=8, lr=3e-3, warmup=30, skill=0.7, design_share=0.2, hint_share=0.4,
+             doc_tokens=48)
+
+
+def cache_dir() -> Path:
+    import os
+
+    base = os.environ.get("SPADE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "spade")
+    return Path(base) / "micro-model"
+
+
+def recipe(seed: int, **train) -> dict:
+    return {"version": RECIPE_VERSION, "seed": seed, **DEFAULTS, **TRAIN, **train}
+
+
+def recipe_key(r: dict) -> str:
+    return hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def documents(tokenizer, doc_tokens: int, n: int = 400) -> list[tuple[str, str]]:
+    """(source, excerpt) pairs from the language reference that ships with Python: the
+    demo corpus's own source."""
+    from pydoc_data.topics import topics
+
+    from ..design import excerpt
+
+    out = []
+    for name in sorted(topics)[:n]:
+        out.append((name, excerpt(topics[name], doc_tokens, tokenizer)))
+    return out
+
+
+def encode(tokenizer, messages: list[dict]) -> tuple[list[int], list[int]]:
+    """Ids of the conversation under the chat template and a mask of the assistant turns
+    (their content and end-of-turn marker), the only tokens the loss sees."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    spans = []
+    for i, m in enumerate(messages):
+        if m["role"] == "assistant":
+            start = len(tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True))
+            end = len(tokenizer.apply_chat_template(messages[: i + 1], tokenize=False))
+            spans.append((start, end))
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    mask = [int(any(s <= a < e for s, e in spans)) for a, _ in enc["offset_mapping"]]
+    return enc["input_ids"], mask
+
+
+def transcripts(tokenizer, n: int, seed: int, settings: dict) -> list[tuple[list[int], list[int]]]:
+    from ..design import Template
+    from ..skills import MICRO
+    from . import transcripts as tr
+
+    rng = random.Random(seed)
+    template = Template.load("micro")
+    docs = documents(tokenizer, settings["doc_tokens"])
+    out = []
+    for _ in range(n):
+        if rng.random() < settings["design_share"]:
+            t = tr.design_transcript(rng, template, docs, MICRO)
+        else:
+            t = tr.agent_transcript(rng, settings["skill"], rng.random() < settings["hint_share"])
+        out.append(encode(tokenizer, t.messages))
+    return out
+
+
+def transcript_mean_loss(logits, labels):
+    """Cross-entropy averaged within each transcript, then over the batch: an episode's few
+    action tokens weigh as much as a design's many, so the agent is not drowned out."""
+    import torch
+
+    target = labels[:, 1:]
+    mask = (target != -100).float()
+    lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(2, target.clamp(min=0)[..., None])[..., 0]
+    per = -(lp * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return per.mean()
+
+
+def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
+    """AdamW with warm-up and cosine decay; batches of similar lengths. Returns the losses."""
+    import torch
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    steps, batch = settings["steps"], settings["batch"]
+    opt = torch.optim.AdamW(model.parameters(), lr=settings["lr"], weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / settings["warmup"])
+                                              * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    pad = model.config.pad_token_id
+    losses = []
+    model.train()
+    order = sorted(range(len(data)), key=lambda i: len(data[i][0]))
+    chunks = [order[i:i + batch] for i in range(0, len(order) - batch + 1, batch)]
+    t0 = time.time()
+    for step in range(steps):
+        idx = chunks[rng.randrange(len(chunks))]
+        width = max(len(data[i][0]) for i in idx)
+        ids = torch.full((len(idx), width), pad)
+        labels = torch.full((len(idx), width), -100)
+        for row, i in enumerate(idx):
+            x, m = data[i]
+            ids[row, :len(x)] = torch.tensor(x)
+            labels[row, :len(x)] = torch.tensor([t if k else -100 for t, k in zip(x, m, strict=True)])
+        # Right padding under a causal mask never reaches a real token: no attention mask,
+        # which keeps SDPA on its fast causal path.
+        loss = transcript_mean_loss(model(input_ids=ids).logits, labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+        if log and (step % 50 == 0 or step == steps - 1):
+            log(f"micro model: step {step + 1}/{steps} loss {sum(losses[-50:]) / len(losses[-50:]):.3f} "
+                f"({time.time() - t0:.0f} s)")
+    model.eval()
+    return losses
+
+
+def build_micro_model(out_dir: str | Path, seed: int = 0, use_cache: bool = True, log=None, **train) -> Path:
+    """Write the micro model to `out_dir` (from the cache when its recipe was built before)."""
+    r = recipe(seed, **train)
+    cached = cache_dir() / recipe_key(r)
+    out = Path(out_dir)
+    if use_cache and (cached / "spade_micro_model.json").is_file():
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(cached, out)
+        return out
+    tmp = cached.with_name(f".{cached.name}.partial-{__import__('os').getpid()}")
+    _build(tmp, r, log)
+    if use_cache:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        if not cached.exists():
+            tmp.rename(cached)
+        else:
+            shutil.rmtree(tmp)
+        src = cached
+    else:
+        src = tmp
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(src, out)
+    if src == tmp:
+        shutil.rmtree(tmp)
+    return out
+
+
+def _build(out: Path, r: dict, log) -> None:
+    import torch
+
+    from ..tinymodel import build_tiny_model
+
+    sizes = {k: r[k] for k in DEFAULTS}
+    build_tiny_model(out, seed=r["seed"], **sizes)  # tokenizer, template, random init
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    t0 = time.time()
+    data = transcripts(tok, r["steps"] * r["batch"] // 2, r["seed"], r)
+    if log:
+        log(f"micro model: {len(data)} transcripts in {time.time() - t0:.0f} s")
+    losses = pretrain(model, data, r, r["seed"], log)
+    model.save_pretrained(out)
+    meta = json.loads((out / "spade_tiny_model.json").read_text())
+    meta.update({"micro": r, "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
+                 "pretrain_seconds": round(time.time() - t0, 1)})
+    (out / "spade_micro_model.json").write_text(json.dumps(meta, indent=1) + "\n")

@@ -1,0 +1,162 @@
+"""Synthetic transcripts in the real prompts' formats: what the micro model is pretrained on.
+
+Two kinds, each rendered through the very code the toolchain prompts with:
+
+- **design**: the micro design template (`prompts/design_micro.md`, filled by
+  `design.render` with a document excerpt, a target skill, a difficulty, sometimes
+  exemplars) -> a one-line description and a subclass of a family at a uniformly random
+  level. The family matches the skill most of the time, not always: a weak designer
+  that already writes valid code but knows nothing about which level pays.
+- **agent**: spade-rollout's micro agent prompt (`AgentPrompt("micro")`: system text, first
+  observation, the hint appended as published in the hinted condition) -> the actions of
+  a noisy expert, played against the real family classes. The expert acts only on what
+  the agent can see (the hint, revealed facts, the last observation); each action is
+  replaced by a uniformly random valid one with probability `1 - skill`, so the
+  pretrained agent is weak but not random, and GRPO has something to sharpen.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from .site import spade_micro as world
+
+SUMMARIES = {
+    "corridor": "A dark corridor with a door on a hidden side.",
+    "code": "A lock whose code is typed slot by slot, one slot maybe hidden.",
+    "switch": "Stages of switches where a hidden rule says which one to press.",
+}
+SUFFIX = {"corridor": "Hall", "code": "Lock", "switch": "Board"}
+CLASS_OF = {f: c.__name__ for f, c in world.FAMILIES.items()}
+
+
+@dataclass
+class Transcript:
+    messages: list[dict]
+    kind: str  # design | agent
+
+
+def design_code(family: str, name: str, level: int) -> str:
+    cls = CLASS_OF[family]
+    return f"from spade_micro import {cls}\n\n\nclass {name}({cls}):\n    level = {level}\n"
+
+
+def design_answer(family: str, name: str, level: int) -> str:
+    return f"{SUMMARIES[family]}\n```python\n{design_code(family, name, level)}```"
+
+
+def env_class(family: str, level: int, name: str = "Episode"):
+    """A design's class, built on the host from trusted code (pretraining and tests)."""
+    return type(name, (world.FAMILIES[family],), {"level": level})
+
+
+# --------------------------------------------------------------------------- designs
+
+
+def _name_from(text: str, family: str, rng: random.Random) -> str:
+    words = [w for w in re.findall(r"[A-Za-z]{4,12}", text)] or ["Plain"]
+    return rng.choice(words).capitalize() + SUFFIX[family]
+
+
+def design_transcript(rng: random.Random, template, documents: list[tuple[str, str]],
+                      skills, match: float = 0.85) -> Transcript:
+    from ..design import format_exemplars, render
+
+    source, text = rng.choice(documents)
+    skill = rng.choice(skills)
+    family = world.SKILLS[skill.name].family if rng.random() < match else rng.choice(list(world.FAMILIES))
+    exemplars = []
+    for _ in range(rng.choice((0, 0, 1, 2))):
+        f = world.SKILLS[skill.name].family
+        n = _name_from(text, f, rng)
+        exemplars.append({"name": re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower(), "summary": SUMMARIES[f],
+                          "code": design_code(f, n, rng.choice(world.LEVELS))})
+    values = {"document": text, "source": source, "skill": skill.prompt_text(),
+              "difficulty": rng.choice(("easy", "medium", "medium", "hard")),
+              "exemplars": format_exemplars(exemplars)}
+    messages = []
+    if system := render(template.system, values).strip():
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": render(template.user, values).strip()})
+    answer = design_answer(family, _name_from(text, family, rng), rng.choice(world.LEVELS))
+    messages.append({"role": "assistant", "content": answer})
+    return Transcript(messages, "design")
+
+
+# --------------------------------------------------------------------------- agent
+
+
+class Expert:
+    """The best play on what the agent sees: the last observation and the one fact the
+    hint or a wrong move gives (corridor: the side; code: the hidden symbol; switch: the
+    rule)."""
+
+    def __init__(self, env, hint: str | None, rng: random.Random):
+        self.env, self.rng = env, rng
+        m = re.search(r"to your (left|right)|slot holds (\w)\.|Press the (first|last) one", hint or "")
+        self.known = next((g for g in m.groups() if g), None) if m else None
+        self.heading = self.known if env.family == "corridor" and self.known else rng.choice(("left", "right"))
+        if env.family == "switch" and not self.known:
+            self.known = rng.choice(("first", "last"))  # a guess kept until a wrong press tells
+
+    def act(self, obs: str) -> str:
+        e = self.env
+        if e.family == "corridor":
+            if obs.endswith("wall."):
+                self.heading = "left" if self.heading == "right" else "right"
+            return "enter" if "a door is here" in obs else self.heading
+        if e.family == "code":
+            m = re.search(r"(?:shows|holds) (\w)\.$", obs)
+            if m:
+                return m[1]
+            return self.known if self.known and self.known != "first" else self.rng.choice(e._alphabet)
+        switches = re.search(r"Press one: ([\w ]+)\.$", obs)[1].split()
+        rule = re.search(r"press the (first|last) one", obs)
+        rule = rule[1] if rule else self.known
+        if rule in ("first", "last"):
+            return switches[0 if rule == "first" else -1]
+        return self.rng.choice(switches)
+
+    def random_action(self, obs: str) -> str:
+        e = self.env
+        if e.family == "corridor":
+            return self.rng.choice(("left", "right", "enter"))
+        if e.family == "code":
+            return self.rng.choice(e._alphabet)
+        return self.rng.choice(re.search(r"Press one: ([\w ]+)\.$", obs)[1].split())
+
+
+def play(family: str, level: int, seed: int, hinted: bool, skill: float, rng: random.Random,
+         name: str = "Episode") -> tuple[list[tuple[str, str]], float, str, str]:
+    """One noisy-expert episode: [(observation, action)], return, first observation, hint."""
+    env = env_class(family, level, name)()
+    obs, info = env.reset(seed=seed)
+    expert = Expert(env, info["hint"] if hinted else None, rng)
+    turns, ret = [], 0.0
+    for _ in range(env.metadata["max_turns"]):
+        action = expert.act(obs) if rng.random() < skill else expert.random_action(obs)
+        nxt, reward, term, trunc, _ = env.step(action)
+        turns.append((obs, action))
+        obs, ret = nxt, reward
+        if term or trunc:
+            break
+    return turns, ret, turns[0][0], info["hint"]
+
+
+def agent_transcript(rng: random.Random, skill: float, hinted: bool) -> Transcript:
+    from ..rollout.agents import AgentPrompt
+
+    family = rng.choice(list(world.FAMILIES))
+    level = rng.choice(world.LEVELS)
+    name = _name_from("Amber Basalt Cedar Delta Ember Fjord Grove Harbor", family, rng)
+    turns, _, first, hint = play(family, level, rng.randrange(1 << 30), hinted, skill, rng, name)
+    prompt = AgentPrompt("micro")
+    cls = env_class(family, level, name)
+    messages = [{"role": "system", "content": prompt.system(cls.metadata["name"], cls.metadata["max_turns"],
+                                                            False, "plain")}]
+    for i, (obs, action) in enumerate(turns):
+        content = obs + (prompt.hint_text(hint) if hinted and i == 0 else "")
+        messages += [{"role": "user", "content": content}, {"role": "assistant", "content": action}]
+    return Transcript(messages, "agent")

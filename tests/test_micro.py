@@ -1,0 +1,147 @@
+"""The micro world: its families validate in full, its difficulty spans trivial to out of
+reach, its hint pays where exploring does not fit the budget, its transcripts are the real
+prompts, and its library and suite are what the experiment plays."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import statistics
+
+import pytest
+
+from spade_cli.micro import FAMILIES, LEVELS, LIBRARY, env_name, library_source
+from spade_cli.micro import transcripts as tr
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bwrap (the sandbox)")
+
+
+def win_rate(family: str, level: int, hinted: bool, skill: float, n: int = 200) -> float:
+    rng = random.Random(f"{family}:{level}:{hinted}:{skill}")
+    return statistics.fmean(tr.play(family, level, 1000 + i, hinted, skill, rng)[1] for i in range(n))
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_expert_solves_every_level_with_the_hint(family):
+    for level in LEVELS:
+        assert win_rate(family, level, True, 1.0, n=40) == 1.0, level
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_levels_span_easy_to_hard_and_the_hint_pays_in_the_middle(family):
+    """For a weak expert (70% of its actions right), no-hint wins fall with the level from
+    likely to rare, and at the middle levels the hint is worth at least 0.1."""
+    nohint = [win_rate(family, lv, False, 0.7) for lv in LEVELS]
+    hint = [win_rate(family, lv, True, 0.7) for lv in LEVELS]
+    assert nohint[0] >= 0.6 and nohint[-1] <= 0.15, nohint
+    assert all(b <= a + 0.08 for a, b in zip(nohint, nohint[1:], strict=False)), nohint
+    assert max(h - w for h, w in zip(hint[2:5], nohint[2:5], strict=True)) >= 0.1, (hint, nohint)
+
+
+def test_a_level_outside_the_table_is_refused():
+    with pytest.raises(ValueError, match="level must be one of"):
+        tr.env_class("code", 7)
+    with pytest.raises(ValueError, match="level must be one of"):
+        tr.env_class("switch", True)
+
+
+def test_actions_are_exact_and_malformed_ones_cost_a_turn():
+    env = tr.env_class("corridor", 1)()
+    obs, info = env.reset(seed=3)
+    assert env.step("walk " + info["solution"][0])[1:4] == (0.0, False, False)
+    for a in info["solution"]:
+        obs, r, term, trunc, _ = env.step(a)
+    assert (r, term) == (1.0, True) and obs.endswith("Solved.")
+
+
+def test_the_library_files_are_the_generated_designs():
+    files = sorted(p.name for p in LIBRARY.glob("*.py"))
+    assert files == sorted(f"{env_name(f, lv)}.py" for f in FAMILIES for lv in LEVELS)
+    for f in FAMILIES:
+        for lv in LEVELS:
+            assert (LIBRARY / f"{env_name(f, lv)}.py").read_text() == library_source(f, lv)
+
+
+def test_design_transcripts_are_the_micro_prompt_and_a_parsable_design(tiny_tokenizer):
+    from spade_cli.design import Template, render
+    from spade_cli.skills import MICRO
+
+    rng = random.Random(0)
+    template = Template.load("micro")
+    docs = [("topic", "Plain words about Python and numbers.")]
+    t = tr.design_transcript(rng, template, docs, MICRO)
+    system, user, answer = (m["content"] for m in t.messages)
+    assert system == render(template.system, {}).strip()
+    assert "Target skill." in user and "Difficulty:" in user and "<document source=\"topic\">" in user
+    code = re.search(r"```python\n(.*?)```", answer, re.S)[1]
+    ns: dict = {}
+    exec(code.replace("from spade_micro import", "from spade_cli.micro.site.spade_micro import"), ns)
+    cls = next(v for k, v in ns.items() if isinstance(v, type) and k not in FAMILIES and hasattr(v, "level")
+               and v.__name__ not in ("CorridorEnv", "CodeEnv", "SwitchEnv"))
+    assert cls.level in LEVELS and cls.metadata["max_turns"] >= 1
+
+
+def test_the_loss_mask_covers_the_assistant_turns_only(tiny_tokenizer):
+    from spade_cli.micro.model import encode
+
+    t = tr.agent_transcript(random.Random(1), 0.7, hinted=True)
+    ids, mask = encode(tiny_tokenizer, t.messages)
+    taught = tiny_tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    actions = [m["content"] for m in t.messages if m["role"] == "assistant"]
+    assert taught.replace("<|im_end|>", " ").split() == actions
+    assert "HINT:" in t.messages[1]["content"]
+
+
+@needs_bwrap
+def test_every_family_and_level_passes_spade_validate(tmp_path, cli):
+    import orjson
+
+    from spade_cli.records import make_id, new_record
+
+    recs = [new_record("candidate", make_id("cand", f, lv), [], origin="design", round=1, group="g",
+                       design={"text": f"A design.\n```python\n{tr.design_code(f, f'Probe{lv}', lv)}```"})
+            for f in FAMILIES for lv in LEVELS]
+    src = tmp_path / "c.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    r = cli("validate", str(src), "--seeds", "4")
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    out = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert [(c["validation"]["valid"], c["validation"]["reason"]) for c in out] == [(True, "ok")] * len(recs)
+    assert {c["env"]["name"] for c in out} == {f"probe{lv}" for lv in LEVELS}
+
+
+@needs_bwrap
+def test_the_heldout_suite_covers_every_family_and_level_and_the_oracle_solves_it(cli):
+    import orjson
+
+    r = cli("eval", "--suite", "micro", "--oracle", "-n", "36")
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    recs = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert len(recs) == 36
+    assert {(x["meta"]["family"], x["meta"]["level"]) for x in recs} == {(f, lv) for f in FAMILIES for lv in LEVELS}
+    assert all(x["stats"]["pass@1"] == 1.0 for x in recs)
+    again = [orjson.loads(x) for x in cli("eval", "--suite", "micro", "--oracle", "-n", "36").stdout.splitlines()]
+    assert [x["meta"]["episode_seed"] for x in again] == [x["meta"]["episode_seed"] for x in recs]
+
+
+def test_negative_control_permutes_designer_rewards_within_a_skill(tmp_path):
+    import orjson
+
+    from spade_cli.train.samples import read_groups
+
+    recs = []
+    for i in range(6):
+        recs.append({"kind": "candidate", "v": 1, "id": f"d{i}", "parents": [], "round": 1, "group": "g",
+                     "origin": "design", "skill": "Logical Deduction",
+                     "design": {"prompt_ids": [1, 2], "completion_ids": [3, 4 + i]},
+                     "score": {"valid": True, "reward": float(i)}})
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    plain, _ = read_groups([str(path)], role="designer")
+    shuffled, _ = read_groups([str(path)], role="designer", shuffle_designer_rewards=7)
+    rewards = [s.reward for s in plain[0]]
+    mixed = [s.reward for s in shuffled[0]]
+    assert rewards == [float(i) for i in range(6)]
+    assert sorted(mixed) == rewards and mixed != rewards
+    assert [s.reward for s in read_groups([str(path)], role="designer", shuffle_designer_rewards=7)[0][0]] == mixed
