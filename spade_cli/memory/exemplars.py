@@ -71,7 +71,7 @@ def win_rate(e: Entry) -> float | None:
     above 0 as the release counts (entries scored before that field: the success rate);
     None if never played."""
     nohint = (e.get("scores") or {}).get("nohint") or {}
-    p = nohint.get("win_rate", nohint.get("success_rate"))
+    p = nohint.get("won_rate", nohint.get("success_rate"))
     return float(p) if isinstance(p, (int, float)) else None
 
 

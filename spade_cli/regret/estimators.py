@@ -68,11 +68,11 @@ def _return(ep: dict) -> float:
 
 
 def condition_stats(episodes: list[dict]) -> dict:
-    """n, mean/max/min return, success rate (solved: return 1) and win rate (return above
-    0, the release's memory's count) of one condition's episodes."""
+    """n, mean/max/min return, success rate (solved: return 1) and won rate (return above
+    0, as the release's memory counts a win) of one condition's episodes."""
     if not episodes:
         return {"n": 0, "mean_return": None, "max_return": None, "min_return": None,
-                "var_return": None, "success_rate": None, "win_rate": None}
+                "var_return": None, "success_rate": None, "won_rate": None}
     rets = [_return(e) for e in episodes]
     mean = sum(rets) / len(rets)
     return {
@@ -83,7 +83,7 @@ def condition_stats(episodes: list[dict]) -> dict:
         "min_return": min(rets),
         "success_rate": sum(_success(e) for e in episodes) / len(episodes),
         # the release's memory counts a play as won when its return is above 0
-        "win_rate": sum(r > 0 for r in rets) / len(rets),
+        "won_rate": sum(r > 0 for r in rets) / len(rets),
     }
 
 

@@ -69,8 +69,9 @@ class Sample:
     reward: float
     skill: str | None = None
     advantage: float | None = None
-    stop: str | None = None  # an agent episode's stop reason
     """Set for designer samples (see the module docstring); None: TRL's group z-score."""
+    stop: str | None = None
+    """An agent episode's stop reason (the compact filter reads it)."""
 
 
 @dataclass
