@@ -223,11 +223,16 @@ def prompt_budget(settings: DesignSettings, engine: Engine) -> int:
 
 def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSettings,
                    memory: list[dict] | None = None, template: Template | None = None, *,
-                   seed: int = 0, round: int = 0, attempt: int = 1) -> Iterator[dict]:
+                   seed: int = 0, round: int = 0, attempt: int = 1,
+                   stand_ins: dict[str, dict] | None = None) -> Iterator[dict]:
     """Candidate records, `designs_per_doc` per doc, in input order. `memory` holds the env
     entries exemplars and the listing come from (ignored with `no_memory`). A later
     `attempt` (a document whose earlier designs all failed validation) keeps the group,
-    so its designs join the same GRPO group, with their own ids and sampling seeds."""
+    so its designs join the same GRPO group, with their own ids and sampling seeds.
+    `stand_ins` (doc id -> another doc, filled at the latest as `docs` yields that id):
+    the prompt shows the stand-in's text instead, as the release gives every attempt a
+    fresh document; skill, difficulty, group and ids stay the original document's, and
+    the record's `doc` names the one shown."""
     from .memory import listing
 
     template = template or Template.load()
@@ -243,11 +248,11 @@ def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSetting
         batch.append(doc)
         if len(batch) >= settings.batch_docs:
             yield from _design_batch(batch, engine, settings, base, template, contract, entries,
-                                     listing_text, budget, seed, round, attempt)
+                                     listing_text, budget, seed, round, attempt, stand_ins)
             batch = []
     if batch:
         yield from _design_batch(batch, engine, settings, base, template, contract, entries,
-                                 listing_text, budget, seed, round, attempt)
+                                 listing_text, budget, seed, round, attempt, stand_ins)
 
 
 def _nth(attempt: int, i: int) -> int | str:
@@ -256,7 +261,7 @@ def _nth(attempt: int, i: int) -> int | str:
 
 
 def _design_batch(docs, engine, settings, base, template, contract, entries, listing_text, budget,
-                  seed, round, attempt=1):
+                  seed, round, attempt=1, stand_ins=None):
     from . import memory, skills
 
     active = skills.active_skills(skills.resolve(settings.skill_set, settings.skills),
@@ -275,7 +280,8 @@ def _design_batch(docs, engine, settings, base, template, contract, entries, lis
         else:
             chosen = memory.select_exemplars(entries, settings.exemplars, seed=seed_for(seed, "exemplars", doc["id"]))
             chars = 0
-        prompt = build_prompt(engine, template, contract, None if settings.no_doc else doc, chosen,
+        shown = (stand_ins or {}).get(doc["id"], doc)
+        prompt = build_prompt(engine, template, contract, None if settings.no_doc else shown, chosen,
                               listing_text, round, settings.doc_tokens, budget, extra, chars)
         if settings.doc_per_design:
             group = make_id("group", "skill", skill.name if skill else "", round, seed)
@@ -287,13 +293,16 @@ def _design_batch(docs, engine, settings, base, template, contract, entries, lis
                          seed=seed_for(seed, "design", f"{doc_group}:{_nth(attempt, i)}"), stop=list(base.stop))
             convs.append(prompt.messages)
             samplings.append(s)
-            meta.append((doc, doc_group, group, i, prompt, skill, level))
+            meta.append((doc, shown, doc_group, group, i, prompt, skill, level))
     gens = engine.chat(convs, samplings)
-    for (doc, doc_group, group, i, prompt, skill, level), s, g in zip(meta, samplings, gens, strict=True):
+    for (doc, shown, doc_group, group, i, prompt, skill, level), s, g in zip(meta, samplings, gens,
+                                                                               strict=True):
         doc_field = None
         if not settings.no_doc:
-            doc_field = {"id": doc["id"], "text": prompt.doc_text, "source": doc.get("source"),
-                         "chars": len(doc["text"])}
+            doc_field = {"id": shown["id"], "text": prompt.doc_text, "source": shown.get("source"),
+                         "chars": len(shown["text"])}
+            if shown is not doc:
+                doc_field["stands_in_for"] = doc["id"]
         yield new_record(
             "candidate", make_id("cand", doc_group, _nth(attempt, i)), [doc["id"]],
             origin="design", round=round, group=group, doc=doc_field,

@@ -97,6 +97,7 @@ REASONS = (
     "flood",        # sandbox: a reply or the environment's printing exceeded its cap
     "protocol",     # sandbox: the worker wrote something that is not a well-formed reply
     "duplicate",
+    "judged_invalid",  # with --judge: the model under test found a fatal bug (envs/judge.py)
 )
 
 # Why an episode ended.

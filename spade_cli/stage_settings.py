@@ -78,6 +78,9 @@ class DesignSettings:
     attempts: int = option(3, cli=False, min=1, help="""Design passes per round: a document whose
         designs all failed validation is designed again (into the same group), up to this
         many times in all.""")
+    redesign_doc: str = option("fresh", cli=False, choices=("fresh", "same"), help="""The document
+        a design pass after the first shows: fresh (another one sampled for it, as released:
+        a fresh document per attempt) or same (the one whose designs failed).""")
     contract: str = option("spade", "--contract", choices=("spade", "published"), help="""The
         contract designs are written in: spade (ours: gymnasium.Env, checked solution) or
         published (plain class, \\boxed{} commands, solution() text). Without --memory,
@@ -89,8 +92,9 @@ class DesignSettings:
         --skill-set's list.""")
     skills_per_round: int = option(3, "--skills-per-round", min=0, help="""Skills active per round,
         round-robin over the list (0: all).""")
-    difficulty: str = option("mixed", "--difficulty", choices=("easy", "medium", "hard", "mixed", "none"),
-                             help="Target difficulty (mixed: one per design, by hash).")
+    difficulty: str = option("medium", "--difficulty", choices=("easy", "medium", "hard", "mixed", "none"),
+                             help="""Target difficulty (published: medium; mixed: one per design,
+        by hash).""")
     doc_per_design: bool = option(True, "--doc-per-design/--doc-per-group", help="""A fresh document
         per design (each input document gives one design) or one document for a group of -G.""")
     memory_policy: str = option("published", "--memory-policy", choices=("published", "diverse"),
@@ -120,7 +124,15 @@ class ValidateSettings:
         auto (from the code).""")
     published_max_turns: int | None = option(None, "--published-max-turns", min=1, max=1000,
                                              help="""max_turns of published environments
-        (default: their constructor's default, else 16).""")
+        (default: 25, which the release's loader forces on every environment).""")
+    judge: bool = option(False, "--judge", help="""Also have the model under test (--model)
+        judge each environment that passed the checks, from its code and one trajectory (a
+        random policy's), as the release's optional LLM validator does: an environment it
+        answers \\boxed{no} for is rejected as judged_invalid.""")
+    judge_sampling: Sampling = group(Sampling, temperature=0.3, max_tokens=4096)
+    require_solution: bool = option(False, "--require-solution", help="""Reject published
+        environments without solution() (no_env_class). Default: valid as the release has
+        them, with validation.feasibility "unverified".""")
     reject_single_shot: bool = option(False, "--reject-single-shot", help="""Reject environments
         whose observations never depend on the actions taken (single-shot quizzes) as
         single_shot.""")
@@ -206,9 +218,11 @@ class RewardShape:
     variance_width: float = option(0.01, "--variance-width", min=1e-9, help="""regret-var: width
         (sigma squared) of the bell around the target: exp(-(var - target)^2 / (2 width)).""")
     gamma_fast: float = option(0.98, "--gamma-fast", min=0.0, max=1.0,
-                               help="learning-potential: decay of the fast EMA of the win rate.")
+                               help="""learning-potential: weight of the new window in the
+        fast mean of a skill's win rate (mu <- (1 - g) mu + g r, as released).""")
     gamma_slow: float = option(0.85, "--gamma-slow", min=0.0, max=1.0,
-                               help="learning-potential: decay of the slow EMA of the win rate.")
+                               help="""learning-potential: weight of the new window in the
+        slow mean, the baseline the reward |win rate - mu_slow| is measured from.""")
 
 
 @dataclass
@@ -324,6 +338,14 @@ class TrainSettings:
     designer_scale_cap: float = option(50.0, "--designer-scale-cap", min=0.0, help="Cap of the balance scale.")
     designer_interval: int = option(1, "--designer-interval", min=1, help="""Agent steps per designer
         step (the regeneration interval) in the balance scale.""")
+    tis: bool = option(False, "--tis/--no-tis", help="""Truncated importance sampling of designer
+        samples (the launchers' --use-tis): each token's loss is weighted by min(cap, pi/mu),
+        pi the model being trained, mu the stored generation logprobs. Designs are trained at
+        the end of the window, on the latest checkpoint, but were written by the first.""")
+    tis_cap: float = option(2.0, "--tis-cap", min=1.0, help="Upper bound C of the TIS weight.")
+    compact_filter: bool = option(False, "--compact-filter", help="""No gradient on agent episodes
+        the turn limit cut off (stop truncated or max_turns; the launchers'
+        --spade-compact-filter): their return still counts in the group's baseline.""")
     shuffle_designer_rewards: bool = option(False, "--shuffle-designer-rewards", help="""Negative
         control: permute the designer rewards among the designs of each skill (seeded by --seed)
         before the advantages, so the designer trains on noise of the same distribution.""")

@@ -21,12 +21,13 @@ def test_every_published_ablation_is_shipped():
 @pytest.mark.parametrize("path", ABLATIONS, ids=lambda p: p.stem)
 def test_ablation_config_loads_and_gives_a_round(path):
     estimator = next((line.split('"')[1] for line in path.read_text().splitlines()
-                      if line.startswith("estimator")), None)
-    if estimator is not None and estimator not in ESTIMATORS:
-        pytest.skip(f"regret estimator {estimator!r} is not available in this build")
+                      if line.startswith("estimator")), "blend")
+    assert estimator in ESTIMATORS
     cfg = load_config(str(path))
     stages = {s.name: s for s in round_stages(cfg, 1)}
     assert "train" in stages and "regret" in stages
+    args = stages["regret"].args  # the estimator reaches spade-regret (the default: no flag)
+    assert (args[args.index("--estimator") + 1] if "--estimator" in args else "blend") == estimator
     if path.stem == "fixed-pool":
         assert "design" not in stages and "pool" in stages
     else:
@@ -48,3 +49,34 @@ def test_doc_per_design_samples_one_document_per_design(tmp_path):
     shared = load_config(None, {"runs_dir": str(tmp_path), "design": {"doc_per_design": False}})
     docs = next(s for s in round_stages(shared, 1) if s.name == "sample-docs")
     assert "--num" not in docs.args  # the default document count
+
+
+def test_learning_potential_trackers_update_where_the_window_is_scored(tmp_path):
+    """One designer step per round: spade-regret updates them. A window of agent steps:
+    regret-window does, from the window's plays; the step-1 scoring only reads them."""
+    lp = {"runs_dir": str(tmp_path), "regret": {"estimator": "learning-potential"},
+          "train": {"role": "both"}}
+    one = {s.name: s for s in round_stages(load_config(None, lp), 2)}
+    assert "--state" in one["regret"].args and "--state-from" in one["regret"].args
+    window = load_config(None, {**lp, "loop": {"agent_steps": 4}})
+    stages = {s.name: s for s in round_stages(window, 2)}
+    assert "--state" not in stages["regret"].args and "--state-from" in stages["regret"].args
+    w = stages["regret-window"].args
+    assert w[w.index("--state") + 1].endswith("round-002/lp-state.json")
+    assert w[w.index("--state-from") + 1].endswith("round-001/lp-state.json")
+    assert any(str(o).endswith("lp-state.json") for o in stages["regret-window"].outputs)
+
+
+def test_each_design_pass_after_the_first_samples_fresh_documents(tmp_path):
+    cfg = load_config(None, {"runs_dir": str(tmp_path), "design": {"attempts": 3}})
+    stages = {s.name: s for s in round_stages(cfg, 1)}
+    for a in (2, 3):
+        docs = stages[f"sample-docs-{a}"]
+        assert docs.args[docs.args.index("--seed") + 1] != stages["sample-docs"].args[
+            stages["sample-docs"].args.index("--seed") + 1]
+        design = stages[f"design-{a}"].args
+        assert design[design.index("--fresh-docs") + 1] == str(docs.output)
+    same = load_config(None, {"runs_dir": str(tmp_path), "design": {"attempts": 3, "redesign_doc": "same"}})
+    names = [s.name for s in round_stages(same, 1)]
+    assert "sample-docs-2" not in names and "--fresh-docs" not in next(
+        s for s in round_stages(same, 1) if s.name == "design-2").args

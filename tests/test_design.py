@@ -267,3 +267,20 @@ def test_published_exemplars_of_the_skill_cut_and_avoid_line(eng, library_memory
     assert all(len(b.split("\n```")[0]) <= 2000 + len("\n# ... (cut)") for b in blocks)
     whole = next(iter(design_records([doc(0)], eng, settings(**{**run.settings.__dict__, "exemplar_chars": 0}), mem)))
     assert len(whole["design"]["prompt_ids"]) > len(rec["design"]["prompt_ids"]) + 300
+
+
+def test_a_redesign_shows_a_fresh_document_and_keeps_skill_and_group(eng):
+    """As released, every attempt gets a fresh document: a stand-in's text is shown, while
+    the skill, difficulty, group and parent stay the failed document's."""
+    run = settings(doc_per_design=True, round=2, designs_per_doc=4)
+    first = list(design_records([doc(0), doc(1)], eng, run, []))
+    fresh = doc(9, "Document nine: a lighthouse keeper logs the ships that pass. " * 5)
+    again = list(_design_records([doc(1)], eng, run.settings, [], seed=run.seed, round=run.round,
+                                 attempt=2, stand_ins={"doc-1": fresh}))
+    rec = again[0]
+    assert rec["doc"]["id"] == "doc-9" and rec["doc"]["stands_in_for"] == "doc-1"
+    assert rec["parents"] == ["doc-1"] and rec["design"]["attempt"] == 2
+    assert (rec["skill"], rec["difficulty"], rec["group"]) == (
+        first[1]["skill"], first[1]["difficulty"], first[1]["group"])
+    user = rec["design"]["messages"][-1]["content"]
+    assert "lighthouse keeper" in user and "ferry" not in user

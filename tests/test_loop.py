@@ -106,10 +106,17 @@ def test_round_completes_with_every_stage_metrics_and_plots(finished_run):
     for stage in ("sample-docs", "design", "validate", "replay", "rollout", "regret", "train"):
         assert stages[stage]["status"] == "done", stage
     scored = load_all(str(run / "round-001" / "scored.jsonl.zst"))
-    # later design attempts only re-design documents whose designs all failed
+    # later design attempts re-design exactly the documents whose designs all failed, each
+    # shown a fresh document (one document per design: a failed design is a failed doc)
     first = [c for c in scored if (c.get("design") or {}).get("attempt", 1) == 1]
     assert len(first) == SETTINGS["DOCS"] * SETTINGS["DESIGNS"] + SETTINGS["REPLAY"]
-    assert len(scored) - len(first) <= 2 * SETTINGS["DOCS"] * SETTINGS["DESIGNS"]
+    by_attempt = {a: [c for c in scored if (c.get("design") or {}).get("attempt") == a] for a in (1, 2, 3)}
+    for a in (2, 3):
+        failed = {c["parents"][0] for c in by_attempt[a - 1] if not c["validation"]["valid"]}
+        again = by_attempt[a]
+        assert sorted(c["parents"][0] for c in again) == sorted(failed)
+        assert all(c["doc"]["stands_in_for"] == c["parents"][0] != c["doc"]["id"] for c in again)
+    assert by_attempt[2], "the tiny model's first designs all fail: attempt 2 must run"
     assert all("score" in c for c in scored)
     played = [c for c in scored if c.get("rollouts")]
     assert len(played) >= SETTINGS["REPLAY"]

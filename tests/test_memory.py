@@ -460,3 +460,21 @@ def test_memory_entry_keeps_skill_and_difficulty():
     cand = {"id": "cand-1", "skill": "Optimization", "difficulty": "hard", "env": {"code": "x = 1", "name": "n"}}
     e = entry_from_candidate(cand, {"regret": 0.3, "nohint": {"success_rate": 0.25}}, 2)
     assert (e["skill"], e["difficulty"], win_rate(e)) == ("Optimization", "hard", 0.25)
+
+
+def test_published_exemplars_count_a_win_above_zero_and_never_borrow_a_skill():
+    """As the release's memory: a play with return above 0 is won, and a skill with no
+    entry yet gets no exemplar (no other skill's) and no avoid line."""
+    from spade_cli import regret
+    from spade_cli.memory.exemplars import avoid_entry, select_published, win_rate
+
+    def entry(i: int, skill: str, returns: list[float]) -> dict:
+        nohint = regret.condition_stats([{"return": r} for r in returns])
+        return {"id": f"e{i}", "skill": skill, "code": f"x = {i}", "scores": {"regret": 0.3, "nohint": nohint}}
+
+    partial = entry(1, "Optimization", [0.5, 0.5, 0.0, 0.0])  # never solved, won half the plays
+    assert win_rate(partial) == 0.5 and partial["scores"]["nohint"]["success_rate"] == 0.0
+    assert select_published([partial], "Optimization") == [partial]
+    assert select_published([partial], "Causal Inference") == []
+    assert avoid_entry([entry(2, "Optimization", [0.0] * 4)], "Causal Inference") is None
+    assert select_published([partial], None) == [partial]  # no target skill: every entry

@@ -1,6 +1,8 @@
 """The published environment contract: detection, the sandbox adapter, validation, action
 formats in spade-rollout and spade-eval, importing a directory of environment files, and
-designing in that contract. Fixtures: tests/data/published/ (games/, tools/, broken/)."""
+designing in that contract. Fixtures: tests/data/published/ (games/, tools/, broken/, and
+release/: environments written as the authors' release writes them -- ToolUseBaseEnv
+subclasses, a game template with math_verify and no solution(), injected names)."""
 
 from __future__ import annotations
 
@@ -38,13 +40,18 @@ EXPECTED = {
     "games/dark_corridor.py": (True, "ok", True),
     "games/single_shot_quiz.py": (True, "ok", False),
     "tools/shelf_search.py": (True, "ok", True),
-    "broken/missing_solution.py": (False, "no_env_class", None),
+    "release/hidden_slope.py": (True, "ok", True),
+    "release/warehouse_restock.py": (True, "ok", True),
+    "release/ticket_workflow.py": (True, "ok", True),
+    # no solution() is allowed, as released; but its episodes never end
+    "broken/missing_solution.py": (False, "never_terminates", None),
     "broken/crash_in_step.py": (False, "bad_step", None),
     "broken/reward_out_of_range.py": (False, "reward_out_of_range", None),
     "broken/never_terminates.py": (False, "never_terminates", None),
     "broken/nondeterministic.py": (False, "nondeterministic", None),
 }
 VALID = [f for f, (ok, _, _) in EXPECTED.items() if ok]
+REPLAYABLE = [f for f in VALID if f != "release/hidden_slope.py"]  # it has no solution()
 
 
 def code(name: str) -> str:
@@ -56,8 +63,7 @@ def opener(cfg: SandboxConfig = CFG):
 
 
 def validated(names: list[str]) -> list[dict]:
-    recs = [{"kind": "candidate", "v": 1, "id": f"pub-{i}", "parents": [], "origin": "fixed",
-             "env": {"code": code(n), "name": Path(n).stem}} for i, n in enumerate(names)]
+    recs = [_candidate(n, i) for i, n in enumerate(names)]
     out = list(validate_records(recs, opener(), seeds=2, workers=2))
     assert all(r["validation"]["valid"] for r in out), [r["validation"] for r in out]
     return out
@@ -91,7 +97,9 @@ def test_solution_text_as_actions():
 
 def test_adapter_presents_a_published_class_as_ours():
     with EnvSession(code("games/vault_code.py"), CFG) as env:
-        assert env.metadata == {"name": "VaultCode", "max_turns": 12, "contract": "published"}
+        # the release forces 25 turns whatever the constructor says (its default is 12)
+        assert env.metadata == {"name": "VaultCode", "max_turns": 25, "contract": "published",
+                                "has_solution": True}
         obs, info = env.reset(seed=4)
         assert "\\boxed{try DDD}" in obs and "solution" not in info
         assert info["solution_text"] == info["hint"] and info["solution_text"].startswith("\\boxed{try ")
@@ -99,8 +107,116 @@ def test_adapter_presents_a_published_class_as_ours():
         assert env.step(info["solution_text"])[2] is True
     with EnvSession(code("games/vault_code.py"), SandboxConfig(extra_env={"SPADE_MAX_TURNS": "5"})) as env:
         assert env.metadata["max_turns"] == 5
-    with pytest.raises(EnvError, match="no solution"):
-        EnvSession(code("broken/missing_solution.py"), CFG)
+    with EnvSession(code("broken/missing_solution.py"), CFG) as env:
+        assert env.metadata["has_solution"] is False
+        obs, info = env.reset(seed=1)
+        assert info == {"solution_text": ""} and "\\boxed{up}" in obs
+    with pytest.raises(EnvError, match="no class with reset"):
+        EnvSession("class Helper:\n    def reset(self, seed=None):\n        return 'o', {}\n", CFG)
+
+
+# --------------------------------------------------------------------------- the release's loader
+
+
+def test_tool_use_base_env_speaks_the_release_protocol():
+    from spade_cli.sandbox.published import ToolUseBaseEnv, prefill
+
+    ns: dict = {}
+    prefill(ns)
+    exec(compile(code("release/warehouse_restock.py"), "<env>", "exec"), ns)
+    env = ns["WarehouseRestockEnv"](max_turns=6)
+    obs, info = env.reset(seed=5)
+    assert info == {} and "<answer>COST</answer>" in obs and isinstance(env, ToolUseBaseEnv)
+    assert [t["function"]["name"] for t in env.get_tools()] == [
+        "list_items", "get_stock", "get_price", "place_order"]
+    assert env.get_tools()[1]["function"]["parameters"]["required"] == ["item"]
+    assert env.step("no protocol here") == ("Format error: use tools to call a function, or "
+                                            "<answer>result</answer> to submit.", -0.1, False, False, {})
+    assert env.step("<tool_call>{not json</tool_call>")[1] == -0.1
+    assert env.step('<tool_call>{"name": "fly", "arguments": {}}</tool_call>')[0].startswith(
+        "Unknown tool 'fly'. Available: list_items, get_stock")
+    target = env._target
+    stock = env.step(f'<tool_call>{{"name": "get_stock", "arguments": {{"item": "{target}"}}}}</tool_call>')
+    assert stock == (f"Tool result:\n{env._state['stock'][target]}", 0.0, False, False, {})
+    assert env.step("<answer>0</answer>") == ("Incorrect. Keep using tools.", 0.0, False, False, {})
+    # the sixth turn is the last: truncated, and the solution shown
+    last = env.step("<answer>1</answer>")
+    assert last[1:4] == (0.0, False, True) and "Solution:" in last[0]
+    env.reset(seed=5)
+    for action in solution_actions(env.solution()):
+        out = env.step(action)
+    assert out == ("Correct!", 1.0, True, False, {})
+    assert env.execute_tool("get_price", {"item": target})["returncode"] == 0
+    assert env.execute_tool("get_price", {"colour": "red"})["returncode"] == 1
+
+
+def test_the_release_names_are_injected_and_math_verify_is_in_the_jail():
+    from spade_cli.sandbox.published import common_names
+
+    names = common_names()
+    for n in ("random", "math", "re", "json", "itertools", "collections", "np", "numpy", "deque",
+              "defaultdict", "Counter", "combinations", "reduce", "deepcopy", "heappush", "Tuple",
+              "Dict", "List", "Optional"):
+        assert n in names, n
+    assert len(names) >= 40
+    # hidden_slope.py imports math_verify and uses `random` without importing it
+    with EnvSession(code("release/hidden_slope.py"), CFG) as env:
+        assert env.metadata["name"] == "HiddenSlopeEnv" and env.metadata["has_solution"] is False
+        obs, info = env.reset(seed=3)
+        assert info == {"solution_text": ""}
+        pts = [env.step(f"\\boxed{{at {x}}}")[0] for x in (0, 1)]
+        y0, y1 = (p.split("y = ")[1].rstrip(".") for p in pts)
+        (n0, d), (n1, _) = (y.split("/") for y in (y0, y1))
+        slope = (int(n1) - int(n0)) / int(d)
+        assert env.step(f"\\boxed{{slope {slope:.6f}}}")[1:3] == (1.0, True)  # math_verify: 0.75 == 3/4
+
+
+def test_the_class_is_chosen_as_the_release_chooses_it():
+    two = ("class Board:\n    def reset(self, seed=None): return 'b', {}\n"
+           "    def step(self, a): return 'b', 0.0, True, False, {}\n"
+           "class PuzzleEnv(Board):\n    pass\n"
+           "class OtherEnv(Board):\n    pass\n")
+    with EnvSession(two, CFG) as env:  # the first class whose name ends in Env
+        assert env.metadata["name"] == "PuzzleEnv"
+    with EnvSession(code("release/ticket_workflow.py"), CFG) as env:
+        assert env.metadata["name"] == "TicketWorkflowEnv"  # not the imported ToolUseBaseEnv
+        assert [t["function"]["name"] for t in env.metadata["tools"]] == ["list_tickets", "assign", "close"]
+    with EnvSession(code("games/vault_code.py"), SandboxConfig(extra_env={"SPADE_MAX_TURNS": "5"})) as env:
+        assert env.metadata["max_turns"] == 5
+
+
+def test_without_solution_the_environment_is_valid_and_unverified():
+    out = validated(["release/hidden_slope.py", "release/ticket_workflow.py"])
+    assert [r["validation"]["feasibility"] for r in out] == ["unverified", "reference"]
+    assert [r["env"]["action_format"] for r in out] == ["boxed", "tool_call"]
+    ours = validated_ours()
+    assert ours["validation"]["feasibility"] == "verified"
+    strict = validate_code(code("release/hidden_slope.py"), SEEDS, opener(), require_solution=True)
+    assert (strict.valid, strict.reason) == (False, "no_env_class")
+    assert "no solution()" in strict.detail and "--require-solution" in strict.detail
+    assert validate_code(code("release/ticket_workflow.py"), SEEDS, opener(), require_solution=True).valid
+    r = run_cli("validate", "-", "--seeds", "2", "--require-solution",
+                input=orjson.dumps(_candidate("release/hidden_slope.py")) + b"\n")
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["validation"]["reason"] == "no_env_class"
+
+
+def test_rewards_within_the_release_range_pass():
+    shaped = code("games/guess_number.py").replace('than {guess}.", 0.0,', 'than {guess}.", -5.0,')
+    assert shaped != code("games/guess_number.py")
+    assert validate_code(shaped, SEEDS, opener()).valid
+    v = validate_code(code("broken/reward_out_of_range.py"), SEEDS, opener())
+    assert (v.valid, v.reason) == (False, "reward_out_of_range") and "[-10, 10]" in v.detail
+
+
+def _candidate(name: str, i: int = 0) -> dict:
+    return {"kind": "candidate", "v": 1, "id": f"pub-{i}", "parents": [], "origin": "fixed",
+            "env": {"code": code(name), "name": Path(name).stem}}
+
+
+def validated_ours() -> dict:
+    nim = next(c for c in library_candidates() if c["env"]["name"] == "nim")
+    return next(iter(validate_records([nim], opener(), seeds=2, workers=1)))
 
 
 # --------------------------------------------------------------------------- validation
@@ -144,7 +260,7 @@ def test_observation_leaking_the_solution_is_a_hint_leak():
 def test_validated_record_carries_the_contract_and_the_action_format():
     out = validated(["games/dark_corridor.py", "tools/shelf_search.py"])
     assert [r["env"]["action_format"] for r in out] == ["boxed", "tool_call"]
-    assert [r["env"]["max_turns"] for r in out] == [20, 10]  # the constructors' defaults
+    assert [r["env"]["max_turns"] for r in out] == [25, 25]  # the release's budget
     for r in out:
         assert r["env"]["contract"] == "published"
         assert r["validation"]["contract"] == "published" and r["validation"]["multi_turn"] is True
@@ -208,7 +324,7 @@ def test_action_formats():
 
 
 def test_replay_agent_plays_published_environments():
-    out = list(run_rollouts(validated(VALID), ReplayAgent(), k=2, seed=3, sandbox_cfg=CFG))
+    out = list(run_rollouts(validated(REPLAYABLE), ReplayAgent(), k=2, seed=3, sandbox_cfg=CFG))
     for rec in out:
         for ep in rec["rollouts"]["nohint"] + rec["rollouts"]["hint"]:
             assert ep["stop"] == "terminated" and ep["return"] == pytest.approx(1.0), rec["env"]["name"]
@@ -240,7 +356,7 @@ def test_model_agent_plays_published_environments(tiny_model):
 @pytest.fixture
 def pool(tmp_path) -> Path:
     root = tmp_path / "pool"
-    for sub in ("games", "tools", "broken"):
+    for sub in ("games", "tools", "broken", "release"):
         shutil.copytree(DATA / sub, root / sub)
     (root / "SHA256SUMS").write_text(sums(root))
     return root
@@ -258,7 +374,7 @@ def test_import_a_directory_with_its_manifest(pool, tmp_path):
         assert x["env"]["code"] == code(rel) and x["env"]["contract"] == "published"
         assert x["sha256"] == hashlib.sha256(code(rel).encode()).hexdigest()
     assert by_path["games/vault_code.py"]["env"]["name"] == "VaultCode"
-    assert by_path["games/vault_code.py"]["env"]["max_turns"] == 12
+    assert by_path["games/vault_code.py"]["env"]["max_turns"] == 25  # as the release loads it
     assert run_cli("cat", "--from-dir", pool).stdout == r.stdout  # stable ids
     # validated as expected straight from the import
     v = run_cli("validate", "-", "--seeds", "2", input=r.stdout)
@@ -271,7 +387,8 @@ def test_import_a_directory_with_its_manifest(pool, tmp_path):
     e = run_cli("eval", "--suite", f, "--oracle", "-n", "0")
     assert e.returncode == 0, e.stderr
     evals = [orjson.loads(x) for x in e.stdout.splitlines()]
-    assert len(evals) == len(VALID) and all(x["samples"][0]["success"] for x in evals)
+    won = {x["id"]: x["samples"][0]["success"] for x in evals}
+    assert len(evals) == len(VALID) and sum(won.values()) == len(REPLAYABLE), won
     # and as the loop's fixed pool
     p = run_cli("memory", "pool", pool, "-n", "3", "--round", "2")
     assert p.returncode == 0, p.stderr
@@ -307,6 +424,37 @@ def test_manifest_columns_give_the_skill(tmp_path):
     (root / "manifest.csv").unlink()
     assert is_released_pool(root)  # published files directly in it
     assert sorted(r["skill"] for r in pool_from_dir(root)) == ["", "", ""]
+
+
+def test_the_release_pool_layout_is_detected_with_its_skills(tmp_path):
+    """Their static pool: games/game_*.py, checksums.sha256 at the top (covering the
+    manifest too) and manifest.jsonl naming each game's skill."""
+    root = tmp_path / "released"
+    (root / "games").mkdir(parents=True)
+    files = {"games/game_0001_mathematical_reasoning.py": "release/hidden_slope.py",
+             "games/game_0002_logical_deduction.py": "games/vault_code.py"}
+    for rel, src in files.items():
+        shutil.copy(DATA / src, root / rel)
+    rows = [{"file": "game_0001_mathematical_reasoning.py", "skill": "Mathematical Reasoning"},
+            {"file": "game_0002_logical_deduction.py", "skill": "Logical Deduction"}]
+    (root / "manifest.jsonl").write_text("".join(orjson.dumps(r).decode() + "\n" for r in rows))
+    listed = sorted([*files, "manifest.jsonl"])
+    (root / "checksums.sha256").write_text("".join(
+        f"{hashlib.sha256((root / r).read_bytes()).hexdigest()}  {r}\n" for r in listed))
+    assert is_released_pool(root)
+    recs = pool_from_dir(root)
+    assert [(Path(r["path"]).name, r["skill"]) for r in recs] == [
+        ("game_0001_mathematical_reasoning.py", "Mathematical Reasoning"),
+        ("game_0002_logical_deduction.py", "Logical Deduction")]
+    assert all(r["env"]["contract"] == "published" for r in recs)
+    (root / "games" / "game_0002_logical_deduction.py").write_text("class X: pass\n")
+    with pytest.raises(DataError, match="game_0002.*SHA-256"):
+        pool_from_dir(root)
+    (root / "checksums.sha256").unlink()  # manifest.jsonl alone lists the files too
+    (root / "manifest.jsonl").write_text('{"file": "games/game_0001_mathematical_reasoning.py", '
+                                         '"category": "Spatial Reasoning"}\n{"skill": "x"}\n')
+    with pytest.raises(DataError, match="manifest.jsonl:2: .*path"):
+        pool_from_dir(root)
 
 
 # --------------------------------------------------------------------------- designing

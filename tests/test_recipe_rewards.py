@@ -74,34 +74,72 @@ def test_regret_var_by_hand():
     assert other["reward"] == 1.0
 
 
-def test_learning_potential_over_a_win_rate_sequence():
-    # EMAs start at 0.  w=0.5: fast 0.01, slow 0.075 -> |0.065| / (2 * 0.13) = 0.25
-    # w=1.0: fast 0.98*0.01 + 0.02 = 0.0298, slow 0.85*0.075 + 0.15 = 0.21375 -> 0.18395 / 0.26
-    # w=1.0: fast 0.049204, slow 0.3316875 -> 0.2824835 / 0.26
-    state: dict = {}
-    cfg = regret.ScoreConfig(estimator="learning-potential", lp_state=state)
-    got = [regret.valid_score(cand("a", GUESS, [w, w], [w, w]), cfg)["reward"] for w in (0.5, 1.0, 1.0)]
-    assert got == pytest.approx([0.25, 0.18395 / 0.26, 0.2824835 / 0.26])
-    (key,) = state
-    assert state[key]["n"] == 3 and state[key]["fast"] == pytest.approx(0.049204)
+def test_learning_potential_is_the_release_formula_on_hand_computed_windows(tmp_path):
+    """One tracker per skill, updated with the skill's mean no-hint return of the window
+    before its rewards: the first update sets both means, then mu <- (1 - g) mu + g r
+    (g_fast 0.98, g_slow 0.85); the reward is |the environment's win rate - mu_slow|."""
+    state = tmp_path / "lp.json"
+
+    def window(envs: list[tuple[str, str, list[float]]]) -> list[dict]:
+        recs = jsonl([cand(cid, GUESS, r, r, skill=sk) for cid, sk, r in envs])
+        out = run_cli("regret", "-e", "learning-potential", "--no-dedup", "--state", state,
+                      input=recs)
+        assert out.returncode == 0, out.stderr
+        return [x["score"] for x in parse(out.stdout)]
+
+    # window 1: skill S at win rates 0.25 and 0.75 (mean 0.5), skill T at 0.25 alone
+    first = window([("a", "S", [0, 0, 0, 1]), ("b", "S", [1, 1, 1, 0]), ("c", "T", [0, 0, 0, 1])])
+    assert [x["reward"] for x in first] == pytest.approx([0.25, 0.25, 0.0])
+    assert first[0]["components"]["lp_slow"] == first[0]["components"]["lp_fast"] == 0.5
+    assert first[0]["components"]["lp_gap"] == 0.0
+    # window 2: S at 1.0 and 0.5 (mean 0.75): fast 0.02*0.5 + 0.98*0.75 = 0.745,
+    # slow 0.15*0.5 + 0.85*0.75 = 0.7125; gap |0.745 - 0.7125| / 0.26 = 0.125
+    second = window([("d", "S", [1, 1, 1, 1]), ("e", "S", [1, 0, 1, 0])])
+    assert [x["reward"] for x in second] == pytest.approx([0.2875, 0.2125])
+    c = second[0]["components"]
+    assert (c["lp_fast"], c["lp_slow"], c["lp_gap"]) == pytest.approx((0.745, 0.7125, 0.125))
+    # window 3: S at 0 (an invalid design's plays do not count): slow 0.15 * 0.7125
+    invalid = cand("g", None, valid=False, reason="bad_step", skill="S")
+    recs = jsonl([cand("f", GUESS, [0, 0], [0, 0], skill="S"), invalid])
+    third = run_cli("regret", "-e", "learning-potential", "--no-dedup", "--state", state, input=recs)
+    assert parse(third.stdout)[0]["score"]["reward"] == pytest.approx(0.106875)
+    saved = orjson.loads(state.read_bytes())
+    assert saved["S"]["n"] == 3 and saved["T"] == {"fast": 0.25, "slow": 0.25, "n": 1}
+    assert saved["S"]["fast"] == pytest.approx(0.02 * 0.745)
 
 
 def test_learning_potential_state_carries_across_runs(tmp_path):
     state = tmp_path / "round-001-lp.json"
-    recs = jsonl([cand("a", GUESS, [0.5, 0.5], [0.5, 0.5])])
+    recs = jsonl([cand("a", GUESS, [0.5, 0.5], [0.5, 0.5], skill="S")])
     first = run_cli("regret", "-e", "learning-potential", "--state", state, input=recs)
     assert first.returncode == 0, first.stderr
-    assert parse(first.stdout)[0]["score"]["reward"] == pytest.approx(0.25)
-    again = run_cli("regret", "-e", "learning-potential", "--state", state, input=recs)
-    assert parse(again.stdout)[0]["score"]["reward"] == pytest.approx(abs(0.0198 - 0.13875) / 0.26)  # 0.98*0.01 + 0.01, 0.85*0.075 + 0.075
+    assert parse(first.stdout)[0]["score"]["reward"] == 0.0  # the first window sets mu_slow = w
     # reading the previous round's state into a new file leaves the old one as it was
     nxt = tmp_path / "round-002-lp.json"
     before = state.read_bytes()
     third = run_cli("regret", "-e", "learning-potential", "--state", nxt, "--state-from", state, input=recs)
     assert third.returncode == 0 and state.read_bytes() == before and nxt.exists()
+    assert orjson.loads(nxt.read_bytes())["S"]["n"] == 2
     state.write_bytes(b"[1, 2]")
     bad = run_cli("regret", "-e", "learning-potential", "--state", state, input=recs)
     assert bad.returncode == 3 and b"round-001-lp.json" in bad.stderr
+
+
+def test_learning_potential_over_a_window_uses_all_its_plays(tmp_path):
+    """With agent steps, the trackers take the window's plays (step 1 and the re-plays)
+    and the rewards are computed from them (regret-window)."""
+    scored = run_cli("regret", "-e", "learning-potential",
+                     input=jsonl([cand("a", GUESS, [0, 0], [0, 0], skill="S"),
+                                  cand("b", NIM, [1, 1], [1, 1], skill="S")]))
+    assert scored.returncode == 0, scored.stderr
+    later = tmp_path / "rollouts-s2.jsonl"
+    later.write_bytes(jsonl([cand("a", GUESS, [1, 1], [], skill="S"), cand("b", NIM, [1, 1], [], skill="S")]))
+    state = tmp_path / "lp.json"
+    w = run_cli("regret", "-e", "learning-potential", "--window", later, "--state", state, input=scored.stdout)
+    assert w.returncode == 0, w.stderr
+    # window win rates 0.5 and 1.0, skill mean 0.75 sets mu_slow: rewards 0.25, 0.25
+    assert [x["score"]["reward"] for x in parse(w.stdout)] == pytest.approx([0.25, 0.25])
+    assert orjson.loads(state.read_bytes())["S"] == {"fast": 0.75, "slow": 0.75, "n": 1}
 
 
 def test_components_are_in_the_score_and_the_cli_defaults_are_the_published_ones():

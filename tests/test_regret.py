@@ -62,7 +62,7 @@ HINT = [1.0, 1.0, 0.5, 0.0]
 def test_condition_stats():
     s = regret.condition_stats([ep(r) for r in NOHINT])
     assert s == {"n": 4, "mean_return": 0.375, "max_return": 1.0, "min_return": 0.0, "var_return": 0.171875,
-                 "success_rate": 0.25}
+                 "success_rate": 0.25, "won_rate": 0.5}  # won: return above 0, as released
     assert regret.condition_stats([])["mean_return"] is None
 
 

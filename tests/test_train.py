@@ -208,6 +208,16 @@ def _enc(tok, text):
     return tok(text, add_special_tokens=False)["input_ids"]
 
 
+def token_logprobs(model, prompt: list[int], completion: list[int]) -> list[float]:
+    """The model's own logprob of each completion token after the prompt."""
+    import torch
+
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        lp = torch.log_softmax(model(ids).logits[0, len(prompt) - 1 : -1].float(), -1)
+    return lp.gather(1, torch.tensor(completion)[:, None])[:, 0].tolist()
+
+
 POS = ["class Maze(gym.Env): pass", "def step(self, action): return 1"]
 NEG = ["import os; os.system('x')", "while True: print('loop')"]
 
@@ -382,16 +392,9 @@ def test_stored_logprobs_are_checked_against_the_model(tiny_model, tok, tmp_path
     prompt = _enc(tok, "Design environment number 0.")
     comps = [_enc(tok, t) + [tok.eos_token_id] for t in POS + NEG]
 
-    def token_logprobs(c):
-        import torch
-
-        ids = torch.tensor([prompt + c])
-        with torch.no_grad():
-            lp = torch.log_softmax(model(ids).logits[0, len(prompt) - 1 : -1].float(), -1)
-        return lp.gather(1, torch.tensor(c)[:, None])[:, 0].tolist()
-
     def logp_diff(shift):
-        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2), [x + shift for x in token_logprobs(c)])
+        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2),
+                         [x + shift for x in token_logprobs(model, prompt, c)])
                 for i, c in enumerate(comps)]
         f = write(tmp_path / f"lp{shift}.jsonl", recs)
         cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="designer")
@@ -659,3 +662,82 @@ def test_cli_says_how_many_episodes_it_dropped(cli, tmp_path):
     assert r.returncode == 3 and b"nothing to train on" in r.stderr, r.stderr
     assert b"dropped 6 episodes" in r.stderr
     assert b"(contract_broken 3, nondeterministic 3)" in r.stderr
+
+
+def test_the_designer_only_step_balances_against_the_windows_agent_plays(tmp_path):
+    """At the end of a window the designer trains alone (role designer) on records that
+    still hold the first step's plays: those are the agent samples its scale counts."""
+    recs = [_skilled("a", "Optimization", [1], [2], 0.9), _skilled("b", "Optimization", [1], [3], 0.3)]
+    eps = [episode([7], [([8 + k], 1)], float(k % 2)) for k in range(16)]
+    f = write(tmp_path / "w.jsonl", [*recs, agent("x", eps)])
+    groups, stats = read_groups([str(f)], role="designer", designer_scale="balance", designer_interval=4)
+    assert [g[0].role for g in groups] == ["designer"]
+    assert stats.designer_scale == 16 / 2 * 4 == 32.0
+    assert [s.advantage for s in groups[0]] == pytest.approx([0.3 * 32, -0.3 * 32])
+    _, capped = read_groups([str(f)], role="designer", designer_scale="balance", designer_interval=8)
+    assert capped.designer_scale == 50.0
+    _, off = read_groups([str(f)], role="designer", designer_interval=4)
+    assert off.designer_scale == 1.0
+
+
+def test_compact_filter_takes_the_gradient_off_turn_limit_episodes(tmp_path):
+    eps = [episode([7], [([8], 1)], 1.0), episode([7], [([9], 1), ([4], 0)], 0.0, stop="truncated"),
+           episode([7], [([10], 1)], 0.0, stop="max_turns"), episode([7], [([11], 1)], 0.0)]
+    f = write(tmp_path / "c.jsonl", [agent("x", eps)])
+    (plain,), _ = read_groups([str(f)], role="agent")
+    assert [s.env_mask for s in plain] == [[1], [1, 0], [1], [1]]
+    (group,), stats = read_groups([str(f)], role="agent", compact_filter=True)
+    # still in the group (their 0 counts in its baseline), but no token carries loss
+    assert [s.reward for s in group] == [1.0, 0.0, 0.0, 0.0]
+    assert [s.env_mask for s in group] == [[1], [0, 0], [0], [1]]
+    assert stats.compact_filtered == 2 and stats.as_dict()["compact_filtered"] == 2
+
+
+def test_tis_weights_the_designer_loss_by_the_behaviour_logprobs(tiny_model, tok, tmp_path):
+    """With --tis each token's loss is weighted by min(cap, pi / mu), mu the stored
+    logprobs: designs whose stored logprobs are 1 nat above this model's get e^-1 of the
+    gradient, 1 nat below the cap 2; without --tis the stored logprobs change nothing."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from spade_cli.train.config import TrainJob
+    from spade_cli.train.grpo import build_trainer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    prompt = _enc(tok, "Design environment number 0.")
+    comps = [_enc(tok, t) + [tok.eos_token_id] for t in POS + NEG]
+
+    def gradient(shift, tis):
+        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2),
+                         [x + shift for x in token_logprobs(model, prompt, c)])
+                for i, c in enumerate(comps)]
+        f = write(tmp_path / f"tis{shift}{tis}.jsonl", recs)
+        cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)],
+                       role="designer", tis=tis, designer_baseline="group")
+        groups, _ = read_groups(cfg.inputs, role="designer", designer_baseline="group")
+        trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+        inputs = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        trainer.model.zero_grad()
+        trainer.compute_loss(trainer.model, inputs).backward()
+        weights = inputs.get("importance_sampling_ratio")
+        if weights is not None:  # the completion's tokens (padding keeps 1)
+            weights = weights[inputs["completion_mask"].bool()]
+        return torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None]), weights
+
+    def scale(a, b):  # a = k * b: k, and how far a is from it
+        k = float(a @ b / (b @ b))
+        return k, float((a - k * b).norm() / a.norm())
+
+    base, w0 = gradient(0.0, True)
+    assert w0 is not None and float((w0 - 1).abs().max()) < 1e-3
+    late, w1 = gradient(1.0, True)
+    assert float((w1 - math.exp(-1)).abs().max()) < 1e-3
+    k, off_line = scale(late, base)
+    assert k == pytest.approx(math.exp(-1), rel=1e-3) and off_line < 1e-3
+    early, _ = gradient(-1.0, True)
+    k, off_line = scale(early, base)
+    assert k == pytest.approx(2.0, rel=1e-3) and off_line < 1e-3  # truncated at the cap
+    off, w_off = gradient(1.0, False)
+    assert w_off is None and scale(off, base)[0] == pytest.approx(1.0, rel=1e-4)

@@ -58,7 +58,7 @@ def test_every_reason_code_is_triggered_by_its_fixture():
     got = {r.get("expect", "library"): r["validation"] for r in out}
     assert got["library"]["valid"], got["library"]
     for reason in REASONS:
-        if reason == "ok":
+        if reason in ("ok", "judged_invalid"):  # the judge model's verdict: its own test
             continue
         v = got[reason]
         assert (v["valid"], v["reason"]) == (False, reason), (reason, v, got)

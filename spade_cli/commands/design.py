@@ -59,6 +59,10 @@ def design(
     retry_failed: Annotated[list[str] | None, typer.Option(
         "--retry-failed", help="Validated candidates of earlier attempts (repeatable): design only for the "
         "documents none of whose designs there is valid.")] = None,
+    fresh_docs: Annotated[str | None, typer.Option(
+        "--fresh-docs", help="With --retry-failed: doc records to show instead, as the release gives each "
+        "attempt a fresh document: the k-th document designed again takes this file's k-th (its "
+        "skill, difficulty and group stay the original's).")] = None,
     seed: Seed = 0,
     shard: Shard = None,
     limit: Limit = None,
@@ -88,6 +92,10 @@ def design(
     reader = RecordReader(inputs or ["-"], kind="doc", required=("id", "text"))
 
     failed = failed_docs(retry_failed) if retry_failed else None
+    if fresh_docs and failed is None:
+        raise UsageError("--fresh-docs replaces the documents of --retry-failed: give both")
+    spare = iter(RecordReader([fresh_docs], kind="doc", required=("id", "text"))) if fresh_docs else None
+    stand_ins: dict[str, dict] = {}
 
     def docs():
         for rec in select(reader, shard, limit):
@@ -95,6 +103,11 @@ def design(
                 continue
             if not isinstance(rec["text"], str) or not rec["text"].strip():
                 raise reader.error("doc record has no text")
+            if spare is not None:
+                fresh = next(spare, None)
+                if fresh is None:
+                    raise UsageError(f"{fresh_docs}: fewer documents than those designed again")
+                stand_ins[rec["id"]] = fresh
             yield rec
 
     # Read the first document before loading the model: bad input fails in a second,
@@ -115,7 +128,9 @@ def design(
     n = 0
     try:
         with open_output(output, zstd) as out:
-            for rec in progress(design_records(itertools.chain([first], stream), eng, settings, entries, template, seed=seed, round=round_, attempt=attempt), "designs", unit="design"):
+            designs = design_records(itertools.chain([first], stream), eng, settings, entries, template,
+                                     seed=seed, round=round_, attempt=attempt, stand_ins=stand_ins)
+            for rec in progress(designs, "designs", unit="design"):
                 out.write(rec)
                 n += 1
     finally:

@@ -23,7 +23,16 @@ from ..cli import (
 )
 from ..errors import UsageError
 from ..recordio import RecordReader, atomic_write_bytes
-from ..regret import ScoreConfig, Scorer, summarize, summary_lines, window_score
+from ..regret import (
+    ScoreConfig,
+    Scorer,
+    lp_plays,
+    skill_of,
+    summarize,
+    summary_lines,
+    update_lp_state,
+    window_score,
+)
 from ..stage_settings import RegretSettings
 
 app = make_app(
@@ -49,7 +58,7 @@ def parse_clip(text: str) -> tuple[float, float] | None:
 
 
 def read_state(path: str | None) -> dict:
-    """The learning-potential EMAs by code hash; a missing file is an empty state."""
+    """The learning-potential trackers by skill; a missing file is an empty state."""
     from pathlib import Path
 
     from ..errors import DataError
@@ -62,7 +71,7 @@ def read_state(path: str | None) -> dict:
         raise DataError(f"{path}: not a JSON state file ({e})") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) and {"fast", "slow", "n"} <= v.keys()
                                              for v in data.values()):
-        raise DataError(f"{path}: expected an object of {{fast, slow, n}} per environment")
+        raise DataError(f"{path}: expected an object of {{fast, slow, n}} per skill")
     return data
 
 
@@ -83,8 +92,9 @@ def regret(
         str | None, typer.Option("--summary-json", help="Also write the batch summary as JSON to this file.")
     ] = None,
     state: Annotated[
-        str | None, typer.Option("--state", help="learning-potential: JSON file of each environment's "
-                                 "win-rate EMAs, written (atomically) after scoring.")] = None,
+        str | None, typer.Option("--state", help="learning-potential: JSON file of each skill's "
+                                 "tracker (fast and slow means of its win rate), updated with this "
+                                 "input's plays before scoring and written (atomically) after.")] = None,
     state_from: Annotated[
         str | None, typer.Option("--state-from", help="Read the EMAs from this file instead of --state "
                                  "(the previous round's), so a rerun starts from the same state.")] = None,
@@ -113,15 +123,23 @@ def regret(
             raise UsageError("--gamma-fast and --gamma-slow must differ")
         cfg.lp_state = read_state(state_from or state)
     if window:
-        if memory_path or state or state_from:
-            raise UsageError("--window rescores scored candidates: it takes no --memory, --state or --state-from")
+        if memory_path:
+            raise UsageError("--window rescores scored candidates: it takes no --memory")
+        if (state or state_from) and cfg.lp_state is None:
+            raise UsageError("--state and --state-from are for --estimator learning-potential")
         _rescore_window(inputs, window, output, zstd, shard, limit, cfg, settings.estimator)
+        _write_state(state, cfg, dry_run)
         return
     entries = memory.load_memory(memory_path)
     scorer = Scorer(cfg, entries)
     reader = RecordReader(inputs or ["-"], kind="candidate", required=("id",))
+    cands = select(reader, shard, limit)
+    if cfg.lp_state is not None:
+        # The skills' trackers take this window's plays before any reward is computed.
+        cands = list(cands)
+        update_lp_state(cfg.lp_state, _plays_by_skill((c, None) for c in cands), cfg.shape)
     with open_output(output, zstd) as out:
-        for cand in select(reader, shard, limit):
+        for cand in cands:
             out.write(scorer.score(cand, where=reader))
 
     # Memory is written after the scored output is safely in place: if we die in between,
@@ -132,13 +150,25 @@ def regret(
             old, scorer.accepted, scorer.replayed, seen,
             settings.dedup_threshold if settings.dedup else None), settings.memory_capacity))
         log.info("memory %s: %d environments (%+d)", memory_path, len(new), len(new) - len(entries))
-    if state and cfg.lp_state is not None and not dry_run:
-        atomic_write_bytes(state, orjson.dumps(cfg.lp_state, option=orjson.OPT_SORT_KEYS) + b"\n")
+    _write_state(state, cfg, dry_run)
     summary = summarize(scorer.scored)
     if summary_json:
         atomic_write_bytes(summary_json, orjson.dumps(summary, option=orjson.OPT_INDENT_2) + b"\n")
     for line in summary_lines(summary, settings.estimator):
         log.info("%s", line)
+
+
+def _write_state(state: str | None, cfg: ScoreConfig, dry_run: bool) -> None:
+    if state and cfg.lp_state is not None and not dry_run:
+        atomic_write_bytes(state, orjson.dumps(cfg.lp_state, option=orjson.OPT_SORT_KEYS) + b"\n")
+
+
+def _plays_by_skill(items) -> dict[str, list[float]]:
+    """(candidate, its no-hint plays or None for its own) -> each skill's returns."""
+    out: dict[str, list[float]] = {}
+    for cand, nohint in items:
+        out.setdefault(skill_of(cand), []).extend(lp_plays(cand, nohint))
+    return out
 
 
 def window_plays(paths: list[str]) -> dict[str, list[dict]]:
@@ -163,14 +193,22 @@ def _rescore_window(inputs, window: list[str], output: str, zstd: bool, shard, l
     plays = window_plays(window)
     scores = []
     reader = RecordReader(inputs or ["-"], kind="candidate", required=("id",))
+
+    def all_plays(cand: dict) -> list[dict]:
+        ro = cand.get("rollouts")
+        first = (ro.get("nohint") or []) if isinstance(ro, dict) else []
+        return [*first, *plays.get(str(cand["id"]), [])]
+
+    cands = select(reader, shard, limit)
+    if cfg.lp_state is not None:  # the window's plays update the skills' trackers first
+        cands = list(cands)
+        update_lp_state(cfg.lp_state, _plays_by_skill((c, all_plays(c)) for c in cands), cfg.shape)
     with open_output(output, zstd) as out:
-        for cand in select(reader, shard, limit):
+        for cand in cands:
             sc = cand.get("score")
             if not isinstance(sc, dict):
                 raise reader.error("candidate has no score: --window rescores spade-regret's output")
-            ro = cand.get("rollouts")
-            first = (ro.get("nohint") or []) if isinstance(ro, dict) else []
-            sc = window_score(sc, [*first, *plays.get(str(cand["id"]), [])], 1 + len(window), cfg)
+            sc = window_score(sc, all_plays(cand), 1 + len(window), cfg, skill_of(cand))
             scores.append(sc)
             out.write({**cand, "score": sc})
     for line in summary_lines(summarize(scores), estimator):

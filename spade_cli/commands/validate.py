@@ -23,6 +23,7 @@ from ..cli import (
     select,
     stage_command,
 )
+from ..engines.settings import EngineSettings
 from ..errors import UsageError
 from ..recordio import RecordReader, RecordWriter
 from ..records import REASONS
@@ -34,14 +35,16 @@ app = make_app(
     "bubblewrap sandbox, through a series of named checks (reset/step contract, "
     "determinism, rewards in [0, 1], the solution solves it, dumb baselines do not, the "
     "hint does not give the solution away, it ends within max_turns, resource limits, "
-    "duplicates). Every candidate is written back with a `validation` verdict, and with "
-    "`env` when valid; none is dropped.\n\n"
+    "duplicates), and with --judge also by the model under test (--model), which reads each "
+    "environment that passed and one trajectory and answers whether it is fit for training. "
+    "Every candidate is written back with a `validation` verdict, and with `env` when valid; "
+    "none is dropped.\n\n"
     "Example: spade-validate designs.jsonl.zst --seeds 3 --workers 8 -o validated.jsonl.zst "
     "--rejects rejects.jsonl"
 )
 
 
-@stage_command(app, settings=ValidateSettings, sandbox=SandboxSettings)
+@stage_command(app, settings=ValidateSettings, sandbox=SandboxSettings, engine=EngineSettings)
 def validate(
     inputs: Inputs = None,
     output: Output = "-",
@@ -57,12 +60,15 @@ def validate(
     *,
     settings: ValidateSettings,
     sandbox: SandboxSettings,
+    engine: EngineSettings,
 ) -> None:
     from ..envs.validation import validate_records
     from ..sandbox import EnvSession, check_sandbox
 
     if rejects is not None and rejects == output and output != "-":
         raise UsageError("--rejects must differ from -o")
+    if settings.judge and not engine.path:
+        raise UsageError("--judge needs --model (the model under test judges the environments)")
     cfg = sandbox.config(episode_timeout=settings.episode_timeout)
     if settings.published_max_turns is not None:  # read by the published adapter in the sandbox
         cfg.extra_env = {**cfg.extra_env, "SPADE_MAX_TURNS": str(settings.published_max_turns)}
@@ -80,13 +86,28 @@ def validate(
         lambda code: EnvSession(code, cfg),
         seeds=settings.seeds, seed=seed, workers=settings.workers, memory=mem, near=settings.near,
         stats=stats, candidate_timeout=settings.candidate_timeout, contract=settings.contract,
-        reject_single_shot=settings.reject_single_shot)
-    with open_output(output, zstd) as out, \
-            (RecordWriter(rejects) if rejects else nullcontext()) as rej:
-        for rec in verdicts:
-            out.write(rec)
-            if rej is not None and not rec["validation"]["valid"]:
-                rej.write(rec)
+        reject_single_shot=settings.reject_single_shot, require_solution=settings.require_solution,
+        keep_trajectory=settings.judge)
+    eng = None
+    if settings.judge:
+        from ..envs.judge import judge_records, load_template
+
+        eng = engine.load(seed=seed)
+        verdicts = judge_records(verdicts, eng, settings.judge_sampling, template=load_template(),
+                                 seed=seed)
+    try:
+        with open_output(output, zstd) as out, \
+                (RecordWriter(rejects) if rejects else nullcontext()) as rej:
+            for rec in verdicts:
+                if rec["validation"]["reason"] == "judged_invalid":
+                    stats["ok"] -= 1
+                    stats["judged_invalid"] += 1
+                out.write(rec)
+                if rej is not None and not rec["validation"]["valid"]:
+                    rej.write(rec)
+    finally:
+        if eng is not None:
+            eng.close()
     _summary(stats)
 
 

@@ -199,6 +199,7 @@ class Verdict:
     contract: str = "spade"
     checks: list[str] = field(default_factory=list)  # the checks that ran (and passed, bar the last)
     multi_turn: bool | None = None  # observations depend on the actions (None: not measured)
+    trajectory: list[dict] | None = None  # one episode played, for the judge (keep_trajectory)
 
 
 # The checks each contract runs, in order (docs/commands/spade-validate.md#how-it-checks).
@@ -294,11 +295,14 @@ def run_checks(session, seeds: list[int], episodes: list[CheckEpisode] | None = 
 
 def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object],
                   budget: float | None = None, contract: str = "auto",
-                  reject_single_shot: bool = False) -> Verdict:
+                  reject_single_shot: bool = False, require_solution: bool = False,
+                  keep_trajectory: bool = False) -> Verdict:
     """The verdict on one design. `open_session(code)` returns a context manager yielding
     a session (an EnvSession in production); `budget` caps the wall time of its checks
     (seconds, verdict `timeout`). `contract`: spade, published or auto (from the code,
-    `contracts.detect_contract`)."""
+    `contracts.detect_contract`); `require_solution`: a published class needs solution();
+    `keep_trajectory`: a valid verdict carries one episode (judge.trajectory_of) for the
+    judge: the first seed's random-policy one."""
 
     t0 = time.perf_counter()
     meta = None
@@ -317,7 +321,8 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
                     check_contract(session_metadata(session), kind)
                     if kind == "published":
                         protocol = published_protocol(code)
-                        meta = run_published_checks(session, seeds, protocol, episodes)
+                        meta = run_published_checks(session, seeds, protocol, episodes,
+                                                    require_solution=require_solution)
                         check_across_workers(twin, episodes, check_published_reset)
                     else:
                         meta = run_checks(session, seeds, episodes)
@@ -344,5 +349,11 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
             multi_turn = depends_on_actions(episodes)
         return Verdict(False, r.reason, r.detail, round(time.perf_counter() - t0, 4), seeds,
                        contract=kind, checks=list(names), multi_turn=multi_turn)
+    trajectory = None
+    if keep_trajectory and episodes:
+        from .judge import trajectory_of
+
+        shown = next((e for e in episodes if e.policy == "random" and e.seed == seeds[0]), episodes[0])
+        trajectory = trajectory_of(shown)
     return Verdict(True, "ok", "", round(time.perf_counter() - t0, 4), seeds, meta,
-                   contract=kind, checks=list(names), multi_turn=multi_turn)
+                   contract=kind, checks=list(names), multi_turn=multi_turn, trajectory=trajectory)

@@ -1,21 +1,26 @@
 """Validation of an environment of the published contract (see `contracts`).
 
 The published release checks that an environment loads, resets and takes three steps
-without crashing. Here it also gets every check of ours that needs no verified solution:
-  - loads / resets: the adapter found one class with reset, step and solution; reset()
-    gives (str, dict) and solution() a str (`solution_text`);
-  - three_steps: three unrecognised commands (random words of the observation, not
-    wrapped in \\boxed{}) must be answered, not crash;
+without crashing (`\\boxed{1}`, `\\boxed{test}`, `\\boxed{42}`, rewards in [-10, 10]).
+Here it also gets every check of ours that needs no verified solution:
+  - loads / resets: the adapter found the class as the release's loader does; reset()
+    gives (str, dict) and solution(), where there is one, a str (`solution_text`);
+    with `require_solution` a class without solution() is rejected (no_env_class);
+  - three_steps: the release's three probe commands, then three unrecognised commands
+    (random words of the observation, not wrapped in \\boxed{}), must be answered;
   - baselines: the empty reply, constant commands and random commands in the
     environment's own protocol (\\boxed{...} or <tool_call>), each until the episode ends:
-    every step's reward in [-1, 1] and the final one the return, as published (reward_range), every episode ends within max_turns
+    every step's reward in [-10, 10] as the release accepts (the return, the final
+    reward clipped, stays in [-1, 1]) (reward_range), every episode ends within max_turns
     (terminates), none solves at least half the seeds (not_trivial);
   - hint_leak: where solution() spells out an action sequence, the first observation
     must not contain all of it;
   - deterministic: two resets with one seed agree, and the first seed's random episode
     replays identically in a fresh instance of the re-executed module;
   - resource limits (the sandbox) and duplicates (the host, before any of this).
-No feasibility check: solution() is text, not a proof.
+No feasibility check: solution() is text, not a proof. The checked metadata says so:
+`feasibility` is `reference` (solution() gives a reference text) or `unverified` (no
+solution(): valid as the release has it, but nothing says it can be won).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import re
 
 from .contracts import _BOXED, solution_actions
 from .shared_checks import (
+    RETURN_EPS,
     SOLVED,
     CheckEpisode,
     Policy,
@@ -37,7 +43,6 @@ from .shared_checks import (
     check_reset_reply,
     check_same_episode,
     check_same_reset,
-    check_step_rewards,
     check_trivial,
     run_episode,
     session_metadata,
@@ -46,6 +51,28 @@ from .shared_checks import (
 PUBLISHED_CHECKS = ("loads", "resets", "three_steps", "deterministic", "reward_range",
                     "terminates", "hint_leak", "not_trivial", "resources")
 PROBE_STEPS = 3
+RELEASE_PROBES = ("\\boxed{1}", "\\boxed{test}", "\\boxed{42}")  # their load check's actions
+REWARD_BOUND = 10.0  # their load check accepts step rewards in [-10, 10]
+
+
+def check_step_rewards(ep: CheckEpisode) -> None:
+    """Every step's reward within the release's [-10, 10] (the episode's return is its
+    final reward, clipped to [-1, 1] as published)."""
+    for action, _obs, reward, *_ in ep.steps:
+        if not -REWARD_BOUND - RETURN_EPS <= reward <= REWARD_BOUND + RETURN_EPS:
+            raise Rejected("reward_out_of_range",
+                           f"seed {ep.seed}, {ep.policy} policy: step({action[:40]!r}) returned the "
+                           f"reward {reward:g}, outside [-{REWARD_BOUND:g}, {REWARD_BOUND:g}]")
+
+
+def check_has_solution(meta: dict, required: bool) -> str:
+    """`reference` or `unverified`; with `required`, no solution() is a rejection."""
+    if meta.get("has_solution", True):
+        return "reference"
+    if required:
+        raise Rejected("no_env_class", f"{meta.get('name')} has reset() and step() but no "
+                                       "solution() (--require-solution)")
+    return "unverified"
 
 
 def check_published_reset(out: object) -> tuple[str, str, list[str]]:
@@ -111,11 +138,14 @@ def example_command(obs: str, turn: int, rng: random.Random) -> str:
 
 
 def run_published_checks(session, seeds: list[int], protocol: str,
-                         episodes: list[CheckEpisode] | None = None) -> dict:
+                         episodes: list[CheckEpisode] | None = None,
+                         require_solution: bool = False) -> dict:
     """All dynamic checks of a published environment; returns its checked metadata
-    (with contract, action_format and the first seed's solution text)."""
+    (with contract, action_format, feasibility and the first seed's solution text)."""
     played = episodes if episodes is not None else []
-    meta = check_metadata(session_metadata(session))
+    raw = session_metadata(session)
+    meta = check_metadata(raw)
+    feasibility = check_has_solution(raw, require_solution)
     turns = meta["max_turns"]
     solved: dict[str, int] = {}
     first: CheckEpisode | None = None
@@ -125,6 +155,10 @@ def run_published_checks(session, seeds: list[int], protocol: str,
         obs, _text, actions = a
         if actions:
             check_observation_leak(obs, actions, seed)
+        release = run_episode(session, seed, list(RELEASE_PROBES[:turns]), turns, "release probes",
+                              reset_check=check_published_reset)
+        played.append(release)
+        check_step_rewards(release)
         probe = run_episode(session, seed, lambda o, t, r: _random_words(o, r), min(PROBE_STEPS, turns),
                             "unrecognised command", rng_seed=seed, reset_check=check_published_reset)
         played.append(probe)
@@ -151,4 +185,4 @@ def run_published_checks(session, seeds: list[int], protocol: str,
     check_same_episode(first, again)
     check_trivial(solved, len(seeds))
     return {**meta, "contract": "published", "action_format": protocol,
-            "solution_text": first.hint if first else ""}
+            "feasibility": feasibility, "solution_text": first.hint if first else ""}

@@ -13,9 +13,11 @@
      second one, of another identity, that replays each seed), `workers` candidates at
      a time.
 Each record gets `validation` {valid, reason, detail, seconds, seeds, contract, checks,
-multi_turn; seccomp: false where workers ran without a filter} and, when valid, `env`
-{code, name, summary, max_turns, tools?, contract?, action_format?} (the last two for
-the published contract).
+multi_turn, feasibility?; seccomp: false where workers ran without a filter} and, when
+valid, `env` {code, name, summary, max_turns, tools?, contract?, action_format?} (the last
+two for the published contract). `feasibility` (valid records): `verified` (ours: the
+solution was played and won), `reference` (published, with a solution() text nobody
+checked) or `unverified` (published, no solution()).
 """
 
 from __future__ import annotations
@@ -75,7 +77,10 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
     if host_filter()[0] is None:  # workers ran without a seccomp filter (--unsafe-no-seccomp)
         out["validation"]["seccomp"] = False
     if verdict.valid:
+        out["validation"]["feasibility"] = (verdict.meta or {}).get("feasibility", "verified")
         out["env"] = _env_field(rec, code, verdict.meta)
+    if verdict.trajectory is not None:  # for judge.judge_records, which removes it
+        out["validation"]["trajectory"] = verdict.trajectory
     return out
 
 
@@ -83,11 +88,14 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
                      workers: int = 2, memory: list[dict] | None = None,
                      near: float | None = None, stats: Counter | None = None,
                      candidate_timeout: float | None = 120.0, contract: str = "auto",
-                     reject_single_shot: bool = False) -> Iterator[dict]:
+                     reject_single_shot: bool = False,
+                     require_solution: bool = False, keep_trajectory: bool = False) -> Iterator[dict]:
     """Yield every record of `records` with its verdict, in input order.
     `open_session(code)` is a context manager giving a session (EnvSession in production);
     `candidate_timeout` caps the wall time of one candidate's checks (verdict `timeout`);
-    `stats` (if given) counts reasons as records come out."""
+    `stats` (if given) counts reasons as records come out; `require_solution` rejects a
+    published class without solution(); `keep_trajectory` gives each valid record
+    `validation.trajectory` (one episode, for the judge)."""
     from .. import dedup
     from ..sandbox import imap_pool
 
@@ -126,7 +134,9 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
         if verdict is None:
             verdict = validate_code(code, rseeds, open_session, budget=candidate_timeout,
                                     contract=_contract_of(rec, contract),
-                                    reject_single_shot=reject_single_shot)
+                                    reject_single_shot=reject_single_shot,
+                                    require_solution=require_solution,
+                                    keep_trajectory=keep_trajectory)
         return apply_verdict(rec, verdict, code)
 
     for out in imap_pool(run, (prepare(r) for r in records), workers):

@@ -109,8 +109,10 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                           "--seed", seed, *extra("design", [])],
                          cands, [cands], shardable=True, order_inputs=[str(docs)]))
 
+    judge = engine if cfg.validate.judge else []  # the model under test judges (--judge)
     out.append(Stage("validate", "validate", [str(cands)],
-                     [*st.to_argv(cfg.validate), *sandbox, "--seed", seed, *extra("validate", [])],
+                     [*st.to_argv(cfg.validate), *judge, *sandbox, "--seed", seed,
+                      *extra("validate", [])],
                      validated, [validated], shardable=True, order_inputs=[str(cands)]))
     played = [str(validated)]
     if cfg.baseline.mode == "spade":
@@ -118,12 +120,21 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
         for a in range(2, cfg.design.attempts + 1):
             c_a, v_a = d / f"candidates-{a}.jsonl.zst", d / f"validated-{a}.jsonl.zst"
             retry = [x for p in played for x in ("--retry-failed", p)]
+            if cfg.design.redesign_doc == "fresh" and not cfg.design.no_doc:
+                # Other documents for this pass, as the release samples one per attempt.
+                docs_a = d / f"docs-{a}.jsonl.zst"
+                out.append(Stage(f"sample-docs-{a}", "sample-docs", list(corpus),
+                                 [*st.to_argv(corpus_cfg), "--seed", str(int(seed) + 10_000 * a),
+                                  *extra("corpus", [])],
+                                 docs_a, [docs_a]))
+                retry += ["--fresh-docs", str(docs_a)]
             out.append(Stage(f"design-{a}", "design", [str(docs)],
                              [*engine, *st.to_argv(cfg.design), *memory_args, "--round", str(r),
                               "--seed", seed, "--attempt", str(a), *retry, *extra("design", [])],
                              c_a, [c_a]))
             out.append(Stage(f"validate-{a}", "validate", [str(c_a)],
-                             [*st.to_argv(cfg.validate), *sandbox, "--seed", seed, *extra("validate", [])],
+                             [*st.to_argv(cfg.validate), *judge, *sandbox, "--seed", seed,
+                              *extra("validate", [])],
                              v_a, [v_a], shardable=True, order_inputs=[str(c_a)]))
             played.append(str(v_a))
     rollout_in = played
@@ -144,18 +155,15 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
 
     regret_args = [*st.to_argv(cfg.regret), "--round", str(r)]
     lp_state = d / "lp-state.json"
-    if cfg.regret.estimator == "learning-potential":
-        # The EMAs of each environment's win rate, carried from round to round.
-        regret_args += ["--state", str(lp_state)]
-        if r > 1:
-            regret_args += ["--state-from", str(round_dir(cfg, r - 1) / "lp-state.json")]
+    lp_here = cfg.regret.estimator == "learning-potential" and not windowed(cfg)
+    regret_args += lp_args(cfg, r, write=lp_here)
     if mem is not None:
         regret_args += ["--memory", str(memory_out)]
     # The stage owns a fresh copy of the previous memory, so a rerun after a kill in
     # mid-stage starts again from the same memory.
     out.append(Stage("regret", "regret", [str(rollouts)], [*regret_args, *extra("regret", [])],
                      scored, [scored] + ([memory_out] if mem is not None else [])
-                     + ([lp_state] if cfg.regret.estimator == "learning-potential" else []),
+                     + ([lp_state] if lp_here else []),
                      copy=(mem, memory_out) if mem is not None else None, keep=True))
 
     if cfg.train.enabled:
@@ -180,6 +188,24 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                          [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", eval_model,
                           *st.to_argv(cfg.eval), "--seed", str(cfg.seed), *extra("eval", [])],
                          evals, [evals]))
+    return out
+
+
+def windowed(cfg: LoopConfig) -> bool:
+    """The designer trains at the end of a window of agent steps (regret-window)."""
+    return (cfg.loop.agent_steps > 1 and cfg.train.enabled and cfg.baseline.mode == "spade"
+            and cfg.train.role == "both")
+
+
+def lp_args(cfg: LoopConfig, r: int, write: bool) -> list[str]:
+    """learning-potential: the skills' trackers, read from the previous round's file (a
+    rerun starts from the same state) and, where the window's rewards are computed,
+    updated into this round's."""
+    if cfg.regret.estimator != "learning-potential":
+        return []
+    out = ["--state", str(round_dir(cfg, r) / "lp-state.json")] if write else []
+    if r > 1:
+        out += ["--state-from", str(round_dir(cfg, r - 1) / "lp-state.json")]
     return out
 
 
@@ -230,10 +256,11 @@ def agent_steps(cfg: LoopConfig, r: int, train: TrainSettings, model: str, seed:
         step_model = checkpoint_model(rec)
     if designer:
         rescored, ckpt_rec = d / SCORED_WINDOW, d / checkpoint_record()
+        lp = lp_args(cfg, r, write=True)
         out.append(Stage("regret-window", "regret", [str(d / SCORED)],
-                         [*st.to_argv(cfg.regret), "--round", str(r),
+                         [*st.to_argv(cfg.regret), "--round", str(r), *lp,
                           *[a for w in window for a in ("--window", w)], *extra("regret", [])],
-                         rescored, [rescored], keep=True))
+                         rescored, [rescored] + ([d / "lp-state.json"] if lp else []), keep=True))
         out.append(Stage("train", "train", [str(rescored)],
                          ["--model", step_model, "--output-dir", str(d / "checkpoint"),
                           *st.to_argv(dataclasses.replace(train, role="designer")), "--seed", seed,

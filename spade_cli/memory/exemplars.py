@@ -14,7 +14,9 @@ the design's skill whose no-hint win rate lies in [0.15, 0.85], the top max(3n, 
 regret, n of them drawn uniformly; the prompt cuts each one's code to a character budget.
 `avoid_entry` names one entry of the skill that was too easy (win rate > 0.9) or too hard
 (< 0.1). Both are deterministic for a seed (the designer passes one per seed, round and
-design). With no entry of the skill, entries of every skill are used.
+design). A skill memory holds no entry of yet gets no exemplar and no avoid line, as
+released; a design without a target skill draws on every entry. A play counts as won
+when its return is above 0, as the release's memory counts it.
 """
 
 from __future__ import annotations
@@ -65,14 +67,18 @@ TOO_EASY, TOO_HARD = 0.9, 0.1
 
 
 def win_rate(e: Entry) -> float | None:
-    """The no-hint success rate of the entry's latest play (None if never played)."""
-    p = ((e.get("scores") or {}).get("nohint") or {}).get("success_rate")
+    """The no-hint win rate of the entry's latest play, a play won when its return is
+    above 0 as the release counts (entries scored before that field: the success rate);
+    None if never played."""
+    nohint = (e.get("scores") or {}).get("nohint") or {}
+    p = nohint.get("won_rate", nohint.get("success_rate"))
     return float(p) if isinstance(p, (int, float)) else None
 
 
 def _of_skill(entries: list[Entry], skill: str | None) -> list[Entry]:
-    same = [e for e in entries if skill and e.get("skill") == skill]
-    return same or list(entries)
+    """The entries of `skill` (none if memory holds none of it, as released); all of them
+    for a design without a target skill."""
+    return [e for e in entries if e.get("skill") == skill] if skill else list(entries)
 
 
 def select_published(entries: list[Entry], skill: str | None, n: int = 2, seed: int = 0) -> list[Entry]:

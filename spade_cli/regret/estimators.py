@@ -17,9 +17,12 @@ with regret = mean-gap and win rate w = mean(R_nohint):
                       a 0.6, b 0.4, scale 0.15)
   regret              max(0, regret)
   solve-rate          plateau(w)
-  learning-potential  |mu_fast - mu_slow| / (2 (g_fast - g_slow)), mu = EMAs of w over
-                      the rounds an environment is played (g_fast 0.98, g_slow 0.85;
-                      both start at 0, so a first measurement gives w / 2)
+  learning-potential  |w - mu_slow(skill)|: one tracker per skill, updated at the end of
+                      each window with the skill's mean no-hint return r over the window
+                      before the window's rewards are computed; the first update sets
+                      mu_fast = mu_slow = r, later ones mu <- (1 - g) mu + g r (g_fast
+                      0.98, g_slow 0.85: g weights the new value). The gap
+                      |mu_fast - mu_slow| / (2 (g_fast - g_slow)) is only logged.
   regret-var          max(0, regret) + exp(-(v - 0.25)^2 / (2 * 0.01)), v = variance of
                       the no-hint returns: most for an agent that wins half its plays
 
@@ -65,10 +68,11 @@ def _return(ep: dict) -> float:
 
 
 def condition_stats(episodes: list[dict]) -> dict:
-    """n, mean/max/min return and success rate of one condition's episodes."""
+    """n, mean/max/min return, success rate (solved: return 1) and won rate (return above
+    0, as the release's memory counts a win) of one condition's episodes."""
     if not episodes:
         return {"n": 0, "mean_return": None, "max_return": None, "min_return": None,
-                "var_return": None, "success_rate": None}
+                "var_return": None, "success_rate": None, "won_rate": None}
     rets = [_return(e) for e in episodes]
     mean = sum(rets) / len(rets)
     return {
@@ -78,6 +82,8 @@ def condition_stats(episodes: list[dict]) -> dict:
         "max_return": max(rets),
         "min_return": min(rets),
         "success_rate": sum(_success(e) for e in episodes) / len(episodes),
+        # the release's memory counts a play as won when its return is above 0
+        "won_rate": sum(r > 0 for r in rets) / len(rets),
     }
 
 
@@ -118,16 +124,27 @@ def plateau(w: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> f
     return 1.0
 
 
-def ema_step(state: dict | None, w: float, shape: RewardShape) -> dict:
-    """One round of the learning-potential EMAs; state {"fast", "slow", "n"} (fresh: 0)."""
-    state = state or {"fast": 0.0, "slow": 0.0, "n": 0}
-    return {"fast": shape.gamma_fast * state["fast"] + (1 - shape.gamma_fast) * w,
-            "slow": shape.gamma_slow * state["slow"] + (1 - shape.gamma_slow) * w,
-            "n": int(state["n"]) + 1}
+def lp_update(tracker: dict | None, r: float, shape: RewardShape) -> dict:
+    """A skill's learning-potential tracker {"fast", "slow", "n"} after one window whose
+    mean no-hint return is `r` (the release's LearningPotential.update)."""
+    if tracker is None:
+        return {"fast": r, "slow": r, "n": 1}
+    return {"fast": (1 - shape.gamma_fast) * tracker["fast"] + shape.gamma_fast * r,
+            "slow": (1 - shape.gamma_slow) * tracker["slow"] + shape.gamma_slow * r,
+            "n": int(tracker["n"]) + 1}
 
 
-def learning_potential(state: dict, shape: RewardShape) -> float:
-    return abs(state["fast"] - state["slow"]) / (2 * (shape.gamma_fast - shape.gamma_slow))
+def learning_potential(tracker: dict, shape: RewardShape) -> float:
+    """The logged gap |mu_fast - mu_slow| / (2 (g_fast - g_slow))."""
+    return abs(tracker["fast"] - tracker["slow"]) / (2 * (shape.gamma_fast - shape.gamma_slow))
+
+
+def lp_components(comp: dict, tracker: dict | None, shape: RewardShape) -> dict:
+    """`comp` with the skill tracker's slow and fast means and its gap."""
+    if tracker is None:
+        return comp
+    return {**comp, "lp_fast": _round(tracker["fast"]), "lp_slow": _round(tracker["slow"]),
+            "lp_gap": _round(learning_potential(tracker, shape))}
 
 
 def variance_reward(var: float, shape: RewardShape) -> float:
@@ -151,7 +168,7 @@ def components(nohint: dict, hint: dict, shape: RewardShape) -> dict[str, float 
     return {k: None if v is None else _round(v) for k, v in out.items()}
 
 
-def shaped_reward(estimator: str, comp: dict, shape: RewardShape, lp_state: dict | None = None) -> float | None:
+def shaped_reward(estimator: str, comp: dict, shape: RewardShape) -> float | None:
     """The reward of one of the published variants from its components (None: unmeasured)."""
     if estimator == "blend":
         if comp["plateau"] is None or comp["scaled_regret"] is None:
@@ -162,7 +179,9 @@ def shaped_reward(estimator: str, comp: dict, shape: RewardShape, lp_state: dict
     if estimator == "solve-rate":
         return comp["plateau"]
     if estimator == "learning-potential":
-        return None if lp_state is None else _round(learning_potential(lp_state, shape))
+        if comp["win_rate"] is None or comp.get("lp_slow") is None:
+            return None
+        return _round(abs(comp["win_rate"] - comp["lp_slow"]))
     if estimator == "regret-var":
         if comp["regret"] is None or comp["variance_reward"] is None:
             return None

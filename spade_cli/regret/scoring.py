@@ -24,9 +24,10 @@ from .estimators import (
     clip,
     components,
     condition_stats,
-    ema_step,
     estimates,
     learnability,
+    lp_components,
+    lp_update,
     plateau,
     shaped_reward,
     variance_reward,
@@ -45,7 +46,31 @@ class ScoreConfig:
     round: int | None = None  # overrides each candidate's own round
     invalid: str = "drop"  # drop: invalid designs and duplicates give no designer sample
     shape: RewardShape = field(default_factory=RewardShape)
-    lp_state: dict | None = None  # learning-potential EMAs by code hash, updated in place
+    lp_state: dict | None = None  # learning-potential trackers by skill (update_lp_state)
+
+
+def skill_of(cand: dict) -> str:
+    """The key of a candidate's learning-potential tracker ("" without a skill)."""
+    return str(cand.get("skill") or "")
+
+
+def update_lp_state(state: dict, plays_by_skill: dict[str, list[float]], shape: RewardShape) -> dict:
+    """Each skill's tracker after this window: updated with the mean of the skill's
+    no-hint returns (every play of every valid design of that skill), as the release's
+    delayed path does before it computes the window's rewards. In place; returns it."""
+    for skill, returns in plays_by_skill.items():
+        if returns:
+            state[skill] = lp_update(state.get(skill), sum(returns) / len(returns), shape)
+    return state
+
+
+def lp_plays(cand: dict, nohint: list[dict] | None = None) -> list[float]:
+    """The no-hint returns a candidate adds to its skill's window mean: a valid design's."""
+    if not is_valid(cand) or cand.get("origin", "design") != "design":
+        return []
+    ro = cand.get("rollouts") if isinstance(cand.get("rollouts"), dict) else {}
+    episodes = nohint if nohint is not None else ro.get("nohint") or []
+    return [float(e["return"]) for e in episodes if isinstance(e.get("return"), (int, float))]
 
 
 def no_reward(sc: dict, cfg: ScoreConfig, penalty: float) -> dict:
@@ -91,13 +116,9 @@ def valid_score(cand: dict, cfg: ScoreConfig) -> dict:
         reward = None if regret is None else _round(clip(regret, cfg.clip))
     else:
         regret = comp["regret"]
-        state = None
-        if cfg.estimator == "learning-potential" and comp["win_rate"] is not None:
-            key = cand["env"].get("code_hash") or code_hash(cand["env"]["code"])
-            store = cfg.lp_state if cfg.lp_state is not None else {}
-            state = store[key] = ema_step(store.get(key), comp["win_rate"], cfg.shape)
-            comp = {**comp, "ema_fast": _round(state["fast"]), "ema_slow": _round(state["slow"])}
-        reward = shaped_reward(cfg.estimator, comp, cfg.shape, state)
+        if cfg.estimator == "learning-potential":
+            comp = lp_components(comp, (cfg.lp_state or {}).get(skill_of(cand)), cfg.shape)
+        reward = shaped_reward(cfg.estimator, comp, cfg.shape)
         if reward is None:
             regret = None
     if regret is None or reward is None:
@@ -197,14 +218,16 @@ class Scorer:
         self.accepted.append(memory.entry_from_candidate(cand, sc, round_))
 
 
-def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig) -> dict:
+def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig,
+                 skill: str = "") -> dict:
     """A step-1 score after a window of `steps` agent steps on the same environment: the win
     rate and return variance (and so the plateau, the variance reward and the rewards
     built on them: blend, solve-rate, regret-var, learnability) over all the window's
     no-hint plays, the first step's and the re-plays'; the regret stays as measured at
     the first step, where hinted and no-hint plays were matched in time. A score without
     a measured reward (invalid, duplicate, no episodes) and the regret-only rewards stay
-    as they are; learning-potential keeps the EMA step of the first measurement."""
+    as they are; learning-potential is |window win rate - mu_slow| of the skill's tracker
+    in `cfg.lp_state`, as the window updated it (the caller's update_lp_state)."""
     comp = sc.get("components")
     if (not sc.get("valid") or sc.get("reason") == "duplicate" or sc.get("reward") is None
             or not isinstance(comp, dict) or comp.get("regret") is None):
@@ -218,7 +241,10 @@ def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig) -> 
             "plateau": _round(plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp)),
             "variance_reward": _round(variance_reward(stats["var_return"], shape))}
     out = {**sc, "components": comp, "window": {"steps": steps, "nohint": stats}}
-    if cfg.estimator in ("blend", "solve-rate", "regret", "regret-var"):
+    if cfg.estimator == "learning-potential":
+        comp = lp_components(comp, (cfg.lp_state or {}).get(skill), shape)
+        out["components"] = comp
+    if cfg.estimator in ("blend", "solve-rate", "regret", "regret-var", "learning-potential"):
         out["reward"] = shaped_reward(cfg.estimator, comp, shape)
     elif cfg.estimator == "learnability":
         out["reward"] = _round(clip(learnability(stats), cfg.clip))

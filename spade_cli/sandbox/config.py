@@ -216,11 +216,17 @@ def _requirements(dist: md.Distribution) -> list[str]:
     return out
 
 
+# Besides gymnasium, what the release's environments import: its game template checks
+# answers with math_verify (`from math_verify import parse, verify`). Skipped when absent
+# (a project dependency, so only a hand-made install lacks it).
+RELEASE_PACKAGES = ("math-verify",)
+
+
 @lru_cache(maxsize=8)
 def python_layout(packages: tuple[str, ...] = ()) -> PythonLayout:
-    """Collect gymnasium + `packages` and their (non-extra) dependencies, so the jail
-    holds only those distributions rather than the whole site-packages."""
-    todo, seen, binds = ["gymnasium", *packages], set(), {}
+    """Collect gymnasium, RELEASE_PACKAGES, `packages` and their (non-extra) dependencies,
+    so the jail holds only those distributions rather than the whole site-packages."""
+    todo, seen, binds = ["gymnasium", *RELEASE_PACKAGES, *packages], set(), {}
     while todo:
         name = todo.pop()
         key = name.lower().replace("_", "-")

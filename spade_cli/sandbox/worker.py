@@ -212,9 +212,10 @@ def sibling(name):
     return module
 
 
-def published_class(module):
-    """The published contract's plain class behind an adapter (published.py, beside us)."""
-    return sibling("published").adapt(module)
+def published_module():
+    """The published contract's loader (published.py, beside us), fresh for each load:
+    nothing an environment changed in it carries over to the re-executed module."""
+    return sibling("published")
 
 
 def load(code):
@@ -228,13 +229,16 @@ def load(code):
                       "detail": f"line {e.lineno}: {e.msg}"}
     except (ValueError, MemoryError, RecursionError) as e:
         return None, error_reply(None, e, "syntax_error", "compiling the module")
+    published = published_module()
+    if published.detect_contract(code) == "published":  # the names their loader injects
+        published.prefill(module.__dict__)
     try:
         exec(compiled, module.__dict__)
     except BaseException as e:  # noqa: BLE001 - SystemExit too: untrusted code may call exit()
         return None, error_reply(None, e, "import_crash", "importing the module")
     cls, problem = find_env_class(module)
     if cls is None and problem.endswith("no gymnasium.Env subclass"):
-        cls, problem = published_class(module)
+        cls, problem = published.adapt(module)
     if cls is None:
         return None, {"ok": False, "reason": "no_env_class", "detail": problem, "fatal": False}
     return cls, None

@@ -48,7 +48,8 @@ def load_groups(cfg: TrainJob) -> tuple[list[list[Sample]], BuildStats]:
                                 cfg.max_prompt_length, cfg.max_completion_length,
                                 cfg.designer_baseline, cfg.designer_scale, cfg.designer_scale_cap,
                                 cfg.designer_interval, cfg.group_size,
-                                cfg.seed if cfg.shuffle_designer_rewards else None)
+                                cfg.seed if cfg.shuffle_designer_rewards else None,
+                                compact_filter=cfg.compact_filter)
     groups = mix_groups(groups, cfg.designer_fraction, cfg.seed)
     stats.groups = {"designer": 0, "agent": 0}
     stats.samples = 0
@@ -241,6 +242,7 @@ def build_trainer(cfg: TrainJob, groups: list[list[Sample]], work_dir: str) -> t
     trainer._spade_tokens, trainer._spade_total, trainer._spade_t0 = 0, 0.0, time.perf_counter()
     trainer._spade_rollouts = rollouts
     trainer._spade_checked, trainer._spade_logp_warn = False, cfg.logprob_warn
+    trainer._spade_tis_cap = cfg.tis_cap if cfg.tis else None
     # TRL's printer dumps every log dict to stdout; MetricsFile logs one compact line instead.
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)

@@ -55,6 +55,7 @@ from ..errors import DataError, UsageError
 from ..recordio import RecordReader
 
 ROLES = ("designer", "agent", "both")
+TURN_LIMIT_STOPS = ("truncated", "max_turns")  # episodes the compact filter leaves out
 
 
 class NothingToTrain(DataError):
@@ -78,6 +79,8 @@ class Sample:
     skill: str | None = None
     advantage: float | None = None
     """Set for designer samples (see the module docstring); None: TRL's group z-score."""
+    stop: str | None = None
+    """An agent episode's stop reason (the compact filter reads it)."""
 
 
 @dataclass
@@ -88,6 +91,8 @@ class BuildStats:
     skipped: Counter = field(default_factory=Counter)
     truncated_prompts: int = 0
     truncated_completions: int = 0
+    compact_filtered: int = 0
+    designer_scale: float = 1.0
 
     def refused(self) -> dict[str, int]:
         """Episodes (and designs) skipped because their environment trains no one."""
@@ -102,6 +107,8 @@ class BuildStats:
             "skipped": dict(self.skipped),
             "truncated_prompts": self.truncated_prompts,
             "truncated_completions": self.truncated_completions,
+            "compact_filtered": self.compact_filtered,
+            "designer_scale": self.designer_scale,
         }
 
 
@@ -235,9 +242,19 @@ def _agent_samples(rec: dict, reader: RecordReader, stats: BuildStats, include_h
                     env_mask=[int(m) for m in mask],
                     logprobs=_logprobs(ep.get("logprobs"), len(completion), mask, f"{what}.logprobs", reader),
                     reward=_reward(ep.get("return"), f"{what}.return", reader),
+                    stop=ep.get("stop"),
                 )
             )
     return out
+
+
+def _agent_plays(rec: dict) -> int:
+    """The no-hint episodes of a record that give agent samples (for the balance scale of a
+    designer-only step, which reads them without training on them)."""
+    rollouts = rec.get("rollouts") if isinstance(rec.get("rollouts"), dict) else {}
+    episodes = rollouts.get("nohint") if isinstance(rollouts.get("nohint"), list) else []
+    return sum(1 for ep in episodes if isinstance(ep, dict) and ep.get("stop") != "env_error"
+               and ep.get("completion_ids"))
 
 
 def _truncate(s: Sample, max_prompt: int | None, max_completion: int | None, stats: BuildStats) -> None:
@@ -266,17 +283,23 @@ def read_groups(
     designer_interval: int = 1,
     group_size: int | None = None,
     shuffle_designer_rewards: int | None = None,
+    compact_filter: bool = False,
 ) -> tuple[list[list[Sample]], BuildStats]:
     """Read candidate records into groups of samples, in first-seen order.
     `shuffle_designer_rewards` (a seed) permutes the rewards within each designer pool: the
-    negative control, whose designer learns from no signal at all."""
+    negative control, whose designer learns from no signal at all. `compact_filter` zeroes
+    the env_mask of agent episodes the turn limit cut off (TURN_LIMIT_STOPS): no gradient,
+    but their return still counts in the group's baseline."""
     if role not in ROLES:
         raise UsageError(f"--role must be one of {', '.join(ROLES)}, got {role!r}")
     reader = RecordReader(inputs, kind="candidate")
     stats = BuildStats()
     groups: dict[str, list[Sample]] = {}
+    plays = 0
     for rec in reader:
         stats.candidates += 1
+        if role == "designer":
+            plays += _agent_plays(rec)
         found: list[Sample] = []
         if role in ("designer", "both"):
             s = _designer_sample(rec, reader, stats)
@@ -289,6 +312,9 @@ def read_groups(
             if not any(s.env_mask):
                 stats.skipped["no_model_tokens"] += 1
                 continue
+            if compact_filter and s.role == "agent" and s.stop in TURN_LIMIT_STOPS:
+                s.env_mask = [0] * len(s.env_mask)
+                stats.compact_filtered += 1
             if s.role == "designer" and designer_baseline == "skill-mean" and s.skill:
                 s.group = f"designer:skill:{s.skill}"
             groups.setdefault(s.group, []).append(s)
@@ -297,9 +323,12 @@ def read_groups(
     kept = []
     agent_sizes = [len(m) for m in groups.values() if m[0].role == "agent" and len(m) > 1]
     chunk = group_size or (max(agent_sizes) if agent_sizes else None)
-    agent_n = sum(len(m) for m in groups.values() if m[0].role == "agent")
+    # A designer-only step (the end of a window) trains on no agent sample: the agent's
+    # plays of the window's first step, in its input, are what the designs weigh against.
+    agent_n = sum(len(m) for m in groups.values() if m[0].role == "agent") or plays
     designer_n = sum(len(m) for m in groups.values() if m[0].role == "designer")
     scale = designer_scale_of(designer_scale, agent_n, designer_n, designer_scale_cap, designer_interval)
+    stats.designer_scale = scale
     for members in groups.values():
         if members[0].role == "designer" and len(members) > 1:
             if shuffle_designer_rewards is not None:

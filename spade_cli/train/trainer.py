@@ -1,8 +1,9 @@
 """The TRL subclass spade-train runs, and the callback that writes its metrics file.
 
-`SpadeGRPOTrainer` is trl's `GRPOTrainer` with the loss untouched: it counts the tokens
-through each step for `perf/tokens_per_second`, swaps in the designer's stored
-advantages, and checks once that the stored logprobs match the model. It reaches into
+`SpadeGRPOTrainer` is trl's `GRPOTrainer`: it counts the tokens through each step for
+`perf/tokens_per_second`, swaps in the designer's stored advantages, checks once that the
+stored logprobs match the model and, with `_spade_tis_cap` set (--tis), weights each
+token's loss by truncated importance sampling against them. It reaches into
 TRL's private API, so every item below is a thing to check on a TRL upgrade (all read
 from trl 1.16.0, `trl/trainer/grpo_trainer.py`):
 
@@ -13,7 +14,12 @@ Overridden hooks (each calls TRL's own first or last):
     `advantages`, `prompt_ids`, `completion_ids`, `prompt_mask`, `completion_mask`, and
     `sampling_per_token_logps` (when the samples carry logprobs) and `tool_mask` (when
     an environment mask is given);
-  - `log(logs, start_time=None)`: Trainer's public hook with GRPOTrainer's signature.
+  - `log(logs, start_time=None)`: Trainer's public hook with GRPOTrainer's signature;
+  - `_compute_loss(model, inputs)`: multiplies the per-token loss by
+    `inputs["importance_sampling_ratio"]` only when `use_vllm` and
+    `vllm_importance_sampling_correction` are both set (and the loss is not vespo), and
+    reads neither flag for anything else: TIS sets both for the call alone;
+  - `old_per_token_logps` in that output when TRL computed them (else TIS computes them).
 
 Private attributes and methods used:
   - `_get_per_token_logps_and_entropies(model, input_ids, attention_mask,
@@ -64,11 +70,13 @@ def namespaced(logs: dict[str, Any]) -> dict[str, Any]:
 
 
 class SpadeGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer plus token counting for perf/tokens_per_second and a check of the
-    stored logprobs; the loss is untouched."""
+    """GRPOTrainer plus token counting for perf/tokens_per_second, a check of the stored
+    logprobs and, with `_spade_tis_cap`, truncated importance sampling against them (TRL
+    applies its own correction only to generations of its vLLM path)."""
 
     _spade_tokens, _spade_total, _spade_t0 = 0, 0.0, 0.0
     _spade_checked, _spade_logp_warn = False, 0.5
+    _spade_tis_cap: float | None = None
 
     def _prepare_inputs(self, generation_batch):
         inputs = super()._prepare_inputs(generation_batch)
@@ -81,10 +89,53 @@ class SpadeGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         self._use_stored_advantages(output)
-        if not self._spade_checked and "sampling_per_token_logps" in output:
-            self._spade_checked = True
-            self._check_sampling_logprobs(output)
+        if "sampling_per_token_logps" in output:
+            policy = None
+            if not self._spade_checked:
+                self._spade_checked = True
+                policy = self._check_sampling_logprobs(output)
+            if self._spade_tis_cap is not None:
+                self._set_tis_weights(output, policy)
         return output
+
+    def _policy_logps(self, output):
+        """This model's logprobs of the batch's completions, before any update."""
+        old = output.get("old_per_token_logps")
+        if old is not None:
+            return old
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        att = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with torch.no_grad():
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, ids, att, output["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size)
+        return logps
+
+    def _set_tis_weights(self, output, policy=None):
+        """Truncated importance sampling (the launchers' --use-tis): each token's loss is
+        weighted by min(cap, pi / mu), pi this model, mu the stored generation logprob. A
+        designer's samples were written by the window's first model and train its last;
+        tokens without a stored logprob keep weight 1."""
+        pi = self._policy_logps(output) if policy is None else policy
+        mu = output["sampling_per_token_logps"]
+        diff = torch.nan_to_num((pi - mu) * output["completion_mask"], nan=0.0)
+        weight = torch.exp(diff.clamp(max=math.log(self._spade_tis_cap)))
+        output["importance_sampling_ratio"] = weight
+        mask = output["completion_mask"].bool() & ~torch.isnan(mu)
+        local = torch.stack([weight[mask].sum(), mask.sum().to(weight.dtype)])
+        total, count = self.accelerator.reduce(local, reduction="sum").tolist()
+        if count:
+            self._metrics["train"]["sampling/tis_weight_mean"].append(total / count)
+
+    def _compute_loss(self, model, inputs):
+        if "importance_sampling_ratio" not in inputs or self.use_vllm:
+            return super()._compute_loss(model, inputs)
+        saved = self.use_vllm, self.vllm_importance_sampling_correction
+        self.use_vllm, self.vllm_importance_sampling_correction = True, True
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self.use_vllm, self.vllm_importance_sampling_correction = saved
 
     def _use_stored_advantages(self, output):
         """Designer rows carry their own advantage (samples.py): it replaces TRL's group
@@ -105,13 +156,9 @@ class SpadeGRPOTrainer(GRPOTrainer):
 
     def _check_sampling_logprobs(self, output):
         """Once, on the first batch: do the stored logprobs match this model? If not, the
-        samples came from another checkpoint and the ratio's "old" policy is wrong."""
-        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        att = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        with torch.no_grad():
-            logps, _, _ = self._get_per_token_logps_and_entropies(
-                self.model, ids, att, output["completion_ids"].size(1),
-                batch_size=self.args.per_device_train_batch_size)
+        samples came from another checkpoint and the ratio's "old" policy is wrong.
+        Returns this model's logprobs."""
+        logps = self._policy_logps(output)
         stored = output["sampling_per_token_logps"]
         mask = output["completion_mask"].bool() & ~torch.isnan(stored)
         if "tool_mask" in output:
@@ -120,7 +167,7 @@ class SpadeGRPOTrainer(GRPOTrainer):
         local = torch.stack([diff.sum(), torch.tensor(float(diff.numel()), device=diff.device)])
         total, count = self.accelerator.reduce(local, reduction="sum").tolist()
         if count == 0:
-            return
+            return logps
         mean = total / count
         self._metrics["train"]["sampling/logp_abs_diff"].append(mean)
         if mean > self._spade_logp_warn and self.accelerator.is_main_process:
@@ -128,6 +175,7 @@ class SpadeGRPOTrainer(GRPOTrainer):
                 "stored logprobs differ from --model's by %.3f nats per token on average: the samples "
                 "were probably generated by another checkpoint or at another temperature "
                 "(--temperature); GRPO's ratio then starts from the wrong policy", mean)
+        return logps
 
     def log(self, logs, start_time=None):
         now = time.perf_counter()

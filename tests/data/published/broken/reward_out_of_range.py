@@ -1,4 +1,4 @@
-"""Pays 5 points per step: returns far outside [0, 1]."""
+"""Pays 50 points per step: rewards far outside the [-10, 10] the release accepts."""
 
 
 class PointsRain:
@@ -12,7 +12,7 @@ class PointsRain:
 
     def step(self, action):
         self.turn += 1
-        return f"{5 * self.turn} points.", 5.0, self.turn >= self.max_turns, False, {}
+        return f"{50 * self.turn} points.", 50.0, self.turn >= self.max_turns, False, {}
 
     def solution(self):
         return "\\boxed{collect}"
