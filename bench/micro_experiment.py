@@ -44,7 +44,8 @@ from spade_cli.recordio import RecordReader  # noqa: E402
 
 ARMS = {
     "spade": {},
-    "fixed-pool": {"baseline": {"mode": "fixed-pool", "pool": "micro", "pool_size": 12},
+    # As many environments per round as SPADE's rounds have valid designs, about 8 of 12.
+    "fixed-pool": {"baseline": {"mode": "fixed-pool", "pool": "micro", "pool_size": 8},
                    "train": {"role": "agent"}},
     "frozen-designer": {"train": {"role": "agent"}},
     "negative-control": {"train": {"shuffle_designer_rewards": True}},
@@ -79,14 +80,20 @@ def write_config(base: dict, arm: str, seed: int, rounds: int, runs_dir: Path) -
 
 # One thread per stage: a million-parameter model gains nothing from a second one, and on
 # a shared 2-core machine two spinning thread pools slow each stage several times over.
-ENV = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+# The stages import this checkout's spade_cli, whatever is installed.
+ENV = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+       "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+class RunFailed(Exception):
+    pass
 
 
 def run(cmd: list[str], log: Path) -> None:
     with log.open("ab") as f:
         proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=ENV)
     if proc.returncode:
-        sys.exit(f"micro_experiment: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}); see {log}")
+        raise RunFailed(f"{' '.join(cmd[2:4])} failed (exit {proc.returncode}); see {log}")
 
 
 def records(path: Path) -> list[dict]:
@@ -231,6 +238,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated loop seeds")
     ap.add_argument("--rounds", type=int, default=None, help="rounds per run (default: examples/micro.toml's)")
     ap.add_argument("--eval-items", type=int, default=108, help="held-out episodes per evaluation")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at a time (each stage is single-threaded)")
     ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "micro-experiment"))
     args = ap.parse_args()
@@ -250,18 +258,33 @@ def main() -> None:
     if not (model / "config.json").exists():
         run([sys.executable, "-m", "spade_cli", "init-model", str(model), "--kind", "micro", "--force"], log)
     base["model"] = {**base.get("model", {}), "path": str(model)}
-    base_eval = evaluate(str(model), out / "heldout-round-000.jsonl.zst", args, log)
+    try:
+        base_eval = evaluate(str(model), out / "heldout-round-000.jsonl.zst", args, log)
+    except RunFailed as e:
+        sys.exit(f"micro_experiment: {e}")
     print(f"round 0 (the micro model): held-out {base_eval['all']:.3f}", file=sys.stderr)
 
     results = {"commit": commit(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
                "config": args.config, "arms": arms, "seeds": seeds, "rounds": args.rounds,
                "eval_items": args.eval_items, "runs": {}}
-    for arm in arms:
-        for seed in seeds:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def job(arm: str, seed: int):
+        try:
             res = one_run(base, arm, seed, args, out, base_eval)
+        except RunFailed as e:  # that run's verdict; the others go on, a rerun resumes it
+            print(f"{arm} seed {seed}: {e}", file=sys.stderr)
+            return arm, seed, None
+        print(f"{arm} seed {seed}: {res['wall_seconds']:.0f} s, held-out "
+              f"{res['rounds'][-1]['heldout']['all']:.3f}", file=sys.stderr)
+        return arm, seed, res
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done = list(pool.map(lambda p: job(*p), [(a, s) for a in arms for s in seeds]))
+    for arm, seed, res in done:
+        if res is not None:
             results["runs"].setdefault(arm, {})[str(seed)] = res
-            print(f"{arm} seed {seed}: {res['wall_seconds']:.0f} s, held-out "
-                  f"{res['rounds'][-1]['heldout']['all']:.3f}", file=sys.stderr)
+    results["failed"] = [f"{a}-s{s}" for a, s, res in done if res is None]
     results["wall_seconds"] = round(time.time() - t0, 1)
     path = out / "results.json"
     path.write_text(json.dumps(results, indent=1) + "\n")
