@@ -27,13 +27,28 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 def conversations(n: int) -> list[list[dict]]:
-    topics = ["a river crossing puzzle", "a bank account API", "tic-tac-toe", "unit conversion",
-              "a calendar with meetings", "the tower of hanoi", "a cipher", "a shop inventory"]
+    topics = [
+        "a river crossing puzzle",
+        "a bank account API",
+        "tic-tac-toe",
+        "unit conversion",
+        "a calendar with meetings",
+        "the tower of hanoi",
+        "a cipher",
+        "a shop inventory",
+    ]
     out = []
     for i in range(n):
         detail = " Make it multi-step and stateful." * (1 + i % 6)
-        out.append([{"role": "system", "content": "You design environments."},
-                    {"role": "user", "content": f"Write an environment about {topics[i % len(topics)]}.{detail}"}])
+        out.append(
+            [
+                {"role": "system", "content": "You design environments."},
+                {
+                    "role": "user",
+                    "content": f"Write an environment about {topics[i % len(topics)]}.{detail}",
+                },
+            ]
+        )
     return out
 
 
@@ -73,8 +88,10 @@ def main() -> None:
 
     hf = load_engine(model, "hf")
     prompts = [hf.chat_ids(c) for c in conversations(args.n)]
-    print(f"model {model}  device {hf.device}  {args.n} conversations, prompts "
-          f"{min(map(len, prompts))}-{max(map(len, prompts))} tokens, {args.max_tokens} new tokens each")
+    print(
+        f"model {model}  device {hf.device}  {args.n} conversations, prompts "
+        f"{min(map(len, prompts))}-{max(map(len, prompts))} tokens, {args.max_tokens} new tokens each"
+    )
     timed(hf, prompts[:2], Sampling(temperature=0.0, max_tokens=4), None)  # warm-up
     rows, ref = [], None
     for batch in (1, 8, args.n):
@@ -89,7 +106,9 @@ def main() -> None:
         timed(vl, prompts[:2], Sampling(temperature=0.0, max_tokens=4), None)
         secs, gens = timed(vl, prompts, sampling, None)
         ids = [g.completion_ids for g in gens]
-        rows.append(("vllm (one call)", secs, sum(len(g) for g in ids), "yes" if ids == ref else "differs"))
+        rows.append(
+            ("vllm (one call)", secs, sum(len(g) for g in ids), "yes" if ids == ref else "differs")
+        )
         vl.close()
     base = rows[0][2] / rows[0][1]
     print(f"{'mode':<18}{'seconds':>9}{'tokens':>8}{'tok/s':>10}{'x seq':>8}  same tokens")

@@ -22,21 +22,34 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGE_COMMAND = {"sample-docs": "spade-sample-docs", "pool-source": "spade-eval", "pool": "spade-memory", "design": "spade-design",
-                 "validate": "spade-validate", "replay": "spade-memory", "rollout": "spade-rollout",
-                 "regret": "spade-regret", "train": "spade-train", "eval": "spade-eval"}
+STAGE_COMMAND = {
+    "sample-docs": "spade-sample-docs",
+    "pool-source": "spade-eval",
+    "pool": "spade-memory",
+    "design": "spade-design",
+    "validate": "spade-validate",
+    "replay": "spade-memory",
+    "rollout": "spade-rollout",
+    "regret": "spade-regret",
+    "train": "spade-train",
+    "eval": "spade-eval",
+}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--config", default=str(ROOT / "examples" / "demo.toml"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         timings = Path(tmp) / "timings.jsonl"
         t = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "spade_cli", "loop", args.config, "--runs-dir", tmp, "-q"],
-                           env={**os.environ, "SPADE_TIMINGS": str(timings)},
-                           stdout=subprocess.PIPE)
+        r = subprocess.run(
+            [sys.executable, "-m", "spade_cli", "loop", args.config, "--runs-dir", tmp, "-q"],
+            env={**os.environ, "SPADE_TIMINGS": str(timings)},
+            stdout=subprocess.PIPE,
+        )
         total = time.perf_counter() - t
         if r.returncode != 0:
             sys.exit(f"spade-loop failed (exit {r.returncode})")
@@ -57,17 +70,29 @@ def main() -> None:
         ph = rec["phases"]
         gen, train, load = ph.get("generate", 0.0), ph.get("train", 0.0), ph.get("load", 0.0)
         other = max(wall - gen - train - load, 0.0)
-        for k, v in (("wall", wall), ("generate", gen), ("train", train), ("load", load), ("other", other)):
+        for k, v in (
+            ("wall", wall),
+            ("generate", gen),
+            ("train", train),
+            ("load", load),
+            ("other", other),
+        ):
             sums[k] += v
         print(f"{stage:12} {wall:8.1f} {gen:9.1f} {train:8.1f} {load:8.1f} {other:8.1f}")
-    print(f"{'stages':12} {sums['wall']:8.1f} {sums['generate']:9.1f} {sums['train']:8.1f} "
-          f"{sums['load']:8.1f} {sums['other']:8.1f}")
+    print(
+        f"{'stages':12} {sums['wall']:8.1f} {sums['generate']:9.1f} {sums['train']:8.1f} "
+        f"{sums['load']:8.1f} {sums['other']:8.1f}"
+    )
     setup = total - sums["wall"]
-    print(f"whole round incl. tiny model + demo corpus build and reporting: {total:.1f} s "
-          f"({setup:.1f} s outside stages); target < 300 s")
-    print(f"share in generation + training: {(sums['generate'] + sums['train']) / total:.1%}; "
-          f"model loading {sums['load'] / total:.1%}; toolchain overhead (process start, I/O, "
-          f"sandbox, orchestration) {(sums['other'] + setup) / total:.1%}")
+    print(
+        f"whole round incl. tiny model + demo corpus build and reporting: {total:.1f} s "
+        f"({setup:.1f} s outside stages); target < 300 s"
+    )
+    print(
+        f"share in generation + training: {(sums['generate'] + sums['train']) / total:.1%}; "
+        f"model loading {sums['load'] / total:.1%}; toolchain overhead (process start, I/O, "
+        f"sandbox, orchestration) {(sums['other'] + setup) / total:.1%}"
+    )
 
 
 if __name__ == "__main__":

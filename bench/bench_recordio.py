@@ -41,8 +41,19 @@ def make_corpus(mb: int) -> tuple[Path, Path, int]:
             i = 0
             while size < target:
                 text = " ".join(rng.choices(words, k=rng.randint(150, 450)))
-                line = orjson.dumps({"kind": "doc", "v": 1, "id": f"doc-{i:08d}", "parents": [],
-                                     "text": text, "source": {"path": "bench", "line": i}}) + b"\n"
+                line = (
+                    orjson.dumps(
+                        {
+                            "kind": "doc",
+                            "v": 1,
+                            "id": f"doc-{i:08d}",
+                            "parents": [],
+                            "text": text,
+                            "source": {"path": "bench", "line": i},
+                        }
+                    )
+                    + b"\n"
+                )
                 fh.write(line)
                 size += len(line)
                 i += 1
@@ -62,7 +73,9 @@ def best_of(n: int, fn) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--mb", type=int, default=320, help="uncompressed corpus size in MB")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
@@ -94,10 +107,14 @@ def main() -> None:
     t_write = best_of(args.repeat, writer)
     out.unlink(missing_ok=True)
     print(f"read  zstd -dc > /dev/null   {t_zdc:7.2f} s  {mb / t_zdc:7.0f} MB/s")
-    print(f"read  RecordReader (parsed)  {t_read:7.2f} s  {mb / t_read:7.0f} MB/s  {n / t_read:9.0f} rec/s")
+    print(
+        f"read  RecordReader (parsed)  {t_read:7.2f} s  {mb / t_read:7.0f} MB/s  {n / t_read:9.0f} rec/s"
+    )
     print(f"read  ratio RecordReader / zstd -dc = {t_read / t_zdc:.2f}x  (target <= 2x)")
     print(f"write zstd -3                {t_zc:7.2f} s  {mb / t_zc:7.0f} MB/s")
-    print(f"write RecordWriter (.zst)    {t_write:7.2f} s  {mb / t_write:7.0f} MB/s  {n / t_write:9.0f} rec/s")
+    print(
+        f"write RecordWriter (.zst)    {t_write:7.2f} s  {mb / t_write:7.0f} MB/s  {n / t_write:9.0f} rec/s"
+    )
     print(f"write ratio RecordWriter / zstd -3 = {t_write / t_zc:.2f}x")
 
 

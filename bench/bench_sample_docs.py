@@ -70,7 +70,10 @@ def build(size_mb: int) -> tuple[Path, list[Path]]:
         while written < target:
             k = min(60, int(rng.expovariate(1 / 6)) + 1)  # long-tailed document lengths
             text = "\n\n".join(paragraph() for _ in range(k))
-            line = orjson.dumps({"id": f"bench-{i}", "url": f"https://example.org/{i}", "text": text}) + b"\n"
+            line = (
+                orjson.dumps({"id": f"bench-{i}", "url": f"https://example.org/{i}", "text": text})
+                + b"\n"
+            )
             whole.write(line)
             writers[min(SHARDS - 1, written // per_part)].write(line)
             written += len(line)
@@ -78,8 +81,11 @@ def build(size_mb: int) -> tuple[Path, list[Path]]:
         whole.flush(zstandard.FLUSH_FRAME)
         for w in writers:
             w.close()
-    print(f"built {big.name}: {i} documents, {written / 1e6:.0f} MB uncompressed, "
-          f"{big.stat().st_size / 1e6:.0f} MB zstd, in {time.time() - t0:.1f} s", file=sys.stderr)
+    print(
+        f"built {big.name}: {i} documents, {written / 1e6:.0f} MB uncompressed, "
+        f"{big.stat().st_size / 1e6:.0f} MB zstd, in {time.time() - t0:.1f} s",
+        file=sys.stderr,
+    )
     return big, parts
 
 
@@ -92,7 +98,9 @@ def timed(cmd: list[str] | str) -> tuple[float, float, float]:
     if TIME:  # GNU time measures the RSS of a process forked from a small one
         argv = ["/usr/bin/time", "-f", "%M", "-o", str(DATA / ".rss"), *argv]
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
@@ -102,8 +110,12 @@ def timed(cmd: list[str] | str) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mb", type=int, default=320, help="uncompressed corpus size (>= 300 for the target)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--size-mb", type=int, default=320, help="uncompressed corpus size (>= 300 for the target)"
+    )
     ap.add_argument("-n", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
@@ -111,7 +123,9 @@ def main() -> None:
     if args.build_only:
         build(args.size_mb)
         return
-    subprocess.run([sys.executable, __file__, "--build-only", "--size-mb", str(args.size_mb)], check=True)
+    subprocess.run(
+        [sys.executable, __file__, "--build-only", "--size-mb", str(args.size_mb)], check=True
+    )
     big = DATA / f"corpus-{args.size_mb}mb.jsonl.zst"
     parts = [DATA / f"corpus-{args.size_mb}mb-part{i}.jsonl.zst" for i in range(SHARDS)]
     empty = DATA / "empty.jsonl"
@@ -134,20 +148,28 @@ def main() -> None:
         for name, cmd in cases.items():
             runs[name].append(timed(cmd))
     med = {k: tuple(statistics.median(r[i] for r in v) for i in range(3)) for k, v in runs.items()}
-    print(f"corpus {big.name} ({args.size_mb} MB uncompressed), n={n}, median of {args.repeat}, "
-          f"{os.cpu_count()} cores, load average before/after {load0} / {os.getloadavg()[0]:.1f}")
+    print(
+        f"corpus {big.name} ({args.size_mb} MB uncompressed), n={n}, median of {args.repeat}, "
+        f"{os.cpu_count()} cores, load average before/after {load0} / {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'case':24} {'wall s':>8} {'CPU s':>7} {'max RSS MiB':>12}")
     for k, (wall, cpu, rss) in med.items():
         print(f"{k:24} {wall:8.2f} {cpu:7.2f} {rss:12.0f}")
     s, z, sh = med["spade-sample-docs"][0], med["zstd -dc"][0], med["zstd -dc | shuf"][0]
-    print(f"sample / zstd -dc          = {s / z:.2f}  (target <= 1.25); "
-          f"CPU seconds {med['spade-sample-docs'][1]:.2f} vs {med['zstd -dc'][1]:.2f}")
+    print(
+        f"sample / zstd -dc          = {s / z:.2f}  (target <= 1.25); "
+        f"CPU seconds {med['spade-sample-docs'][1]:.2f} vs {med['zstd -dc'][1]:.2f}"
+    )
     up = med["start-up (empty input)"][0]
     print(f"  of which start-up {up:.2f} s: (sample - start-up) / zstd -dc = {(s - up) / z:.2f}")
     print(f"sample / zstd -dc | shuf   = {s / sh:.2f}  (target < 1)")
-    print(f"4 shards: -j 2 / -j 1      = {med['4 shards, -j 2'][0] / med['4 shards, -j 1'][0]:.2f}; "
-          f"-j 2 / zstd -dc = {med['4 shards, -j 2'][0] / med['zstd -dc 4 shards'][0]:.2f}")
-    print(f"peak memory, 4x corpus / 1x = {med['spade-sample-docs'][2] / med['1 shard (1/4 corpus)'][2]:.2f}")
+    print(
+        f"4 shards: -j 2 / -j 1      = {med['4 shards, -j 2'][0] / med['4 shards, -j 1'][0]:.2f}; "
+        f"-j 2 / zstd -dc = {med['4 shards, -j 2'][0] / med['zstd -dc 4 shards'][0]:.2f}"
+    )
+    print(
+        f"peak memory, 4x corpus / 1x = {med['spade-sample-docs'][2] / med['1 shard (1/4 corpus)'][2]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spade_cli.sandbox import EnvError, EnvSession, ForkServer, SandboxConfig  # noqa: E402
 
-CODE = '''
+CODE = """
 import gymnasium as gym
 
 class Counter(gym.Env):
@@ -41,7 +41,7 @@ class Counter(gym.Env):
         self.n += 1
         ok = action == str(self.n)
         return f"you said {action}", float(ok and self.n == 3), self.n >= 3, False, {"n": self.n}
-'''
+"""
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -118,8 +118,12 @@ def bench_memory(cfg: SandboxConfig, n: int = 8) -> dict:
     finally:
         for env in envs:
             env.close()
-    return {"pss": total[0] / n / 1024, "rss": total[1] / n / 1024,
-            "worker_pss": worker[0] / n / 1024, "worker_rss": worker[1] / n / 1024}
+    return {
+        "pss": total[0] / n / 1024,
+        "rss": total[1] / n / 1024,
+        "worker_pss": worker[0] / n / 1024,
+        "worker_rss": worker[1] / n / 1024,
+    }
 
 
 def all_pids(envs: list[EnvSession]) -> list[int]:
@@ -186,13 +190,21 @@ def bench_concurrent(cfg: SandboxConfig, n: int, episodes: int) -> dict:
     for th in threads:
         th.join()
     t_closed = time.perf_counter() - t0
-    return {"n": n, "alive": len(sessions), "errors": errors, "all_up_s": t_up,
-            "episodes_done_s": t_done - t_up, "closed_s": t_closed - t_done,
-            "start_p50": pct(starts, 0.5) if starts else float("nan"),
-            "start_max": max(starts) if starts else float("nan"),
-            "step_p50_us": pct(steps, 0.5) * 1e6 if steps else float("nan"),
-            "step_p99_us": pct(steps, 0.99) * 1e6 if steps else float("nan"),
-            "pss_mib": pss / 1024, "rss_mib": rss / 1024, "memavailable_drop_mib": avail_drop}
+    return {
+        "n": n,
+        "alive": len(sessions),
+        "errors": errors,
+        "all_up_s": t_up,
+        "episodes_done_s": t_done - t_up,
+        "closed_s": t_closed - t_done,
+        "start_p50": pct(starts, 0.5) if starts else float("nan"),
+        "start_max": max(starts) if starts else float("nan"),
+        "step_p50_us": pct(steps, 0.5) * 1e6 if steps else float("nan"),
+        "step_p99_us": pct(steps, 0.99) * 1e6 if steps else float("nan"),
+        "pss_mib": pss / 1024,
+        "rss_mib": rss / 1024,
+        "memavailable_drop_mib": avail_drop,
+    }
 
 
 def row(values: list, fmt: str) -> str:
@@ -210,45 +222,61 @@ def main() -> None:
     n_start, n_rt, n_conc, n_ep = (5, 500, 32, 2) if args.quick else (10, 3000, 128, 3)
     if args.concurrent:
         n_conc = args.concurrent
-    modes = {"forked": SandboxConfig(start_timeout=300, call_timeout=60),
-             "bwrap": SandboxConfig(fork=False, start_timeout=300, call_timeout=60),
-             "unsafe": SandboxConfig(unsafe=True, start_timeout=300, call_timeout=60)}
+    modes = {
+        "forked": SandboxConfig(start_timeout=300, call_timeout=60),
+        "bwrap": SandboxConfig(fork=False, start_timeout=300, call_timeout=60),
+        "unsafe": SandboxConfig(unsafe=True, start_timeout=300, call_timeout=60),
+    }
     if not ForkServer.usable(modes["forked"]):
         print("# the fork server needs root: forked = bwrap here", file=sys.stderr)
-    print(f"# bench_sandbox: {os.cpu_count()} CPUs, {'quick' if args.quick else 'default'} size",
-          file=sys.stderr)
+    print(
+        f"# bench_sandbox: {os.cpu_count()} CPUs, {'quick' if args.quick else 'default'} size",
+        file=sys.stderr,
+    )
     res: dict[str, dict] = {}
     for mode, cfg in modes.items():
         bench_start(cfg, 1)  # warm the page cache
         st = bench_start(cfg, n_start)
         resets, steps = bench_round_trip(cfg, n_rt)
-        res[mode] = {"start": statistics.median(st), "reset50": pct(resets, 0.5) * 1e6,
-                     "reset99": pct(resets, 0.99) * 1e6, "step50": pct(steps, 0.5) * 1e6,
-                     "step99": pct(steps, 0.99) * 1e6, **bench_memory(cfg)}
-    head = "".join(f"{m:>10}" for m in modes) + "".join(f"{m + '/u':>10}" for m in modes if m != "unsafe")
+        res[mode] = {
+            "start": statistics.median(st),
+            "reset50": pct(resets, 0.5) * 1e6,
+            "reset99": pct(resets, 0.99) * 1e6,
+            "step50": pct(steps, 0.5) * 1e6,
+            "step99": pct(steps, 0.99) * 1e6,
+            **bench_memory(cfg),
+        }
+    head = "".join(f"{m:>10}" for m in modes) + "".join(
+        f"{m + '/u':>10}" for m in modes if m != "unsafe"
+    )
     print(f"\n{'':28}{head}")
-    rows = [("worker start, median (s)", "start", "{:.3f}"),
-            ("reset round trip p50 (us)", "reset50", "{:.0f}"),
-            ("reset round trip p99 (us)", "reset99", "{:.0f}"),
-            ("step round trip p50 (us)", "step50", "{:.0f}"),
-            ("step round trip p99 (us)", "step99", "{:.0f}"),
-            ("memory/worker PSS (MiB)", "pss", "{:.1f}"),
-            ("memory/worker RSS (MiB)", "rss", "{:.1f}"),
-            ("  of which the worker PSS", "worker_pss", "{:.1f}")]
+    rows = [
+        ("worker start, median (s)", "start", "{:.3f}"),
+        ("reset round trip p50 (us)", "reset50", "{:.0f}"),
+        ("reset round trip p99 (us)", "reset99", "{:.0f}"),
+        ("step round trip p50 (us)", "step50", "{:.0f}"),
+        ("step round trip p99 (us)", "step99", "{:.0f}"),
+        ("memory/worker PSS (MiB)", "pss", "{:.1f}"),
+        ("memory/worker RSS (MiB)", "rss", "{:.1f}"),
+        ("  of which the worker PSS", "worker_pss", "{:.1f}"),
+    ]
     for label, key, fmt in rows:
         print(f"{label:28}" + row([res[m][key] for m in modes], fmt))
     print(f"\n{n_conc} concurrent workers ({n_ep} episodes of 3 steps each):")
     conc = {mode: bench_concurrent(cfg, n_conc, n_ep) for mode, cfg in modes.items()}
     print(f"{'':28}{head}")
-    for label, key, fmt in [("workers up", "alive", "{:d}"), ("all up after (s)", "all_up_s", "{:.1f}"),
-                            ("start p50 under load (s)", "start_p50", "{:.2f}"),
-                            ("slowest start (s)", "start_max", "{:.2f}"),
-                            ("episodes done in (s)", "episodes_done_s", "{:.2f}"),
-                            ("step p50 under load (us)", "step_p50_us", "{:.0f}"),
-                            ("step p99 under load (us)", "step_p99_us", "{:.0f}"),
-                            ("all closed in (s)", "closed_s", "{:.2f}"),
-                            ("total PSS (MiB)", "pss_mib", "{:.0f}"),
-                            ("MemAvailable drop (MiB)", "memavailable_drop_mib", "{:.0f}")]:
+    for label, key, fmt in [
+        ("workers up", "alive", "{:d}"),
+        ("all up after (s)", "all_up_s", "{:.1f}"),
+        ("start p50 under load (s)", "start_p50", "{:.2f}"),
+        ("slowest start (s)", "start_max", "{:.2f}"),
+        ("episodes done in (s)", "episodes_done_s", "{:.2f}"),
+        ("step p50 under load (us)", "step_p50_us", "{:.0f}"),
+        ("step p99 under load (us)", "step_p99_us", "{:.0f}"),
+        ("all closed in (s)", "closed_s", "{:.2f}"),
+        ("total PSS (MiB)", "pss_mib", "{:.0f}"),
+        ("MemAvailable drop (MiB)", "memavailable_drop_mib", "{:.0f}"),
+    ]:
         print(f"{label:28}" + row([conc[m][key] for m in modes], fmt))
     for mode in modes:
         if conc[mode]["errors"]:

@@ -24,8 +24,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def round_seconds(config: Path, runs: Path) -> dict[str, float]:
-    r = subprocess.run([sys.executable, "-m", "spade_cli", "loop", str(config), "--runs-dir", str(runs),
-                        "--rounds", "1", "-q"], stdout=subprocess.DEVNULL)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spade_cli",
+            "loop",
+            str(config),
+            "--runs-dir",
+            str(runs),
+            "--rounds",
+            "1",
+            "-q",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     if r.returncode != 0:
         sys.exit(f"spade-loop {config} failed (exit {r.returncode})")
     (manifest,) = runs.glob("*/round-001/manifest.json")
@@ -33,9 +46,13 @@ def round_seconds(config: Path, runs: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--config", default=str(ROOT / "examples" / "demo.toml"))
-    ap.add_argument("--steps", type=int, default=2, help="agent_steps of the second round (default 2)")
+    ap.add_argument(
+        "--steps", type=int, default=2, help="agent_steps of the second round (default 2)"
+    )
     args = ap.parse_args()
     text = Path(args.config).read_text()
     if "[loop]" in text:

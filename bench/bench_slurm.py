@@ -35,12 +35,18 @@ def main() -> None:
     from spade_cli.tinymodel import build_tiny_model
 
     d = Path(tempfile.mkdtemp(prefix="bench-slurm-"))
-    env = {**os.environ, "SPADE_SLURM_DIR": str(d / "slurm"), "SPADE_SLURM_PORT": "6917",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "SPADE_WAIT_POLL": "0.5"}
+    env = {
+        **os.environ,
+        "SPADE_SLURM_DIR": str(d / "slurm"),
+        "SPADE_SLURM_PORT": "6917",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "SPADE_WAIT_POLL": "0.5",
+    }
     bin_dir = d / "bin"
     bin_dir.mkdir()
-    (bin_dir / "spade-loop").write_text(f'#!/bin/sh\nexec {sys.executable} -m spade_cli loop "$@"\n')
+    (bin_dir / "spade-loop").write_text(
+        f'#!/bin/sh\nexec {sys.executable} -m spade_cli loop "$@"\n'
+    )
     (bin_dir / "spade-loop").chmod(0o755)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
     env["SLURM_CONF"] = str(d / "slurm" / "slurm.conf")
@@ -49,20 +55,34 @@ def main() -> None:
     try:
         model = build_tiny_model(d / "tiny-model", seed=0)
         corpus = d / "demo-corpus.jsonl.zst"
-        subprocess.run([sys.executable, "-m", "spade_cli", "sample-docs", "--build-demo-corpus",
-                        str(corpus)], env=env, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "spade_cli", "sample-docs", "--build-demo-corpus", str(corpus)],
+            env=env,
+            check=True,
+        )
         times = {}
-        for name, cmd in (("spade-loop", ["spade-loop", "-q"]),
-                          ("slurm", [str(ROOT / "examples/slurm/submit-round.sh"), "--wait"])):
-            config = write_config({"runs": d / "runs", "model": str(model), "corpus": str(corpus)}, name)
+        for name, cmd in (
+            ("spade-loop", ["spade-loop", "-q"]),
+            ("slurm", [str(ROOT / "examples/slurm/submit-round.sh"), "--wait"]),
+        ):
+            config = write_config(
+                {"runs": d / "runs", "model": str(model), "corpus": str(corpus)}, name
+            )
             extra = ["1", str(args.shards)] if name == "slurm" else []
             t = time.perf_counter()
-            subprocess.run([*cmd, str(config), *extra], env=env, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [*cmd, str(config), *extra],
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             times[name] = time.perf_counter() - t
         print(f"{'round wall time':24} {'spade-loop':>12} {'slurm':>12} {'ratio':>8}")
-        print(f"{f'{args.shards} shard(s)':24} {times['spade-loop']:11.1f}s {times['slurm']:11.1f}s "
-              f"{times['slurm'] / times['spade-loop']:7.2f}x")
+        print(
+            f"{f'{args.shards} shard(s)':24} {times['spade-loop']:11.1f}s {times['slurm']:11.1f}s "
+            f"{times['slurm'] / times['spade-loop']:7.2f}x"
+        )
     finally:
         subprocess.run([cluster, "stop"], env=env)
         shutil.rmtree(d, ignore_errors=True)

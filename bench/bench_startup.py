@@ -30,8 +30,19 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # Commands that load no model on these inputs (the model-loading ones still answer
 # --help and an empty input without loading one).
-COMMANDS = ["cat", "sample-docs", "regret", "memory", "design", "validate", "rollout", "train",
-            "eval", "loop", "init-model"]
+COMMANDS = [
+    "cat",
+    "sample-docs",
+    "regret",
+    "memory",
+    "design",
+    "validate",
+    "rollout",
+    "train",
+    "eval",
+    "loop",
+    "init-model",
+]
 
 # The floor under every command: Typer builds each option's converter with pydantic when
 # the app runs, so a command can start no faster than this.
@@ -50,8 +61,13 @@ def timed(argv: list[str], repeat: int, env: dict[str, str]) -> tuple[float, flo
     walls, cpus = [], []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, env=env)
+        p = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         _, _, ru = os.wait4(p.pid, 0)
         walls.append(time.perf_counter() - t0)
         cpus.append(ru.ru_utime + ru.ru_stime)
@@ -85,9 +101,13 @@ def main() -> None:
         extra = ["-n", "10"] if name == "sample-docs" else []
         if script.exists():
             rows.append((f"spade-{name} </dev/null", [str(script), *extra]))
-        rows.append((f"python -m spade_cli {name} </dev/null", [py, "-m", "spade_cli", name, *extra]))
+        rows.append(
+            (f"python -m spade_cli {name} </dev/null", [py, "-m", "spade_cli", name, *extra])
+        )
     base = None
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.repeat} runs each")
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.repeat} runs each"
+    )
     print(f"{'command':44} {'median s':>9} {'best s':>8} {'CPU s':>7} {'x pass':>7}")
     for label, argv in rows:
         timed(argv, 1, env)  # writes the bytecode caches and warms the page cache

@@ -26,13 +26,18 @@ from spade_cli.envs.library import library_candidates  # noqa: E402
 from spade_cli.envs.validation import validate_records  # noqa: E402
 from spade_cli.sandbox import EnvSession, SandboxConfig, check_sandbox  # noqa: E402
 
-MODES = {"forked": SandboxConfig(), "bwrap": SandboxConfig(fork=False), "unsafe": SandboxConfig(unsafe=True)}
+MODES = {
+    "forked": SandboxConfig(),
+    "bwrap": SandboxConfig(fork=False),
+    "unsafe": SandboxConfig(unsafe=True),
+}
 
 
 def run_once(cands: list[dict], cfg: SandboxConfig, workers: int, seeds: int) -> tuple[float, int]:
     t0 = time.perf_counter()
-    out = list(validate_records(cands, lambda code: EnvSession(code, cfg), seeds=seeds,
-                                workers=workers))
+    out = list(
+        validate_records(cands, lambda code: EnvSession(code, cfg), seeds=seeds, workers=workers)
+    )
     dt = time.perf_counter() - t0
     valid = sum(r["validation"]["valid"] for r in out)
     return dt, valid
@@ -56,7 +61,9 @@ def latency(cfg: SandboxConfig, n: int) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=3)
@@ -66,15 +73,21 @@ def main() -> None:
         args.repeat = 1
     check_sandbox()
     cands = library_candidates()
-    print(f"# {len(cands)} library environments, {args.seeds} seeds, {args.workers} workers, "
-          f"{args.repeat} repetitions, {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"# {len(cands)} library environments, {args.seeds} seeds, {args.workers} workers, "
+        f"{args.repeat} repetitions, {os.cpu_count()} CPUs",
+        flush=True,
+    )
     times: dict[str, list[float]] = {m: [] for m in MODES}
     for r in range(args.repeat):
         for mode, cfg in MODES.items():
             dt, valid = run_once(cands, cfg, args.workers, args.seeds)
             times[mode].append(dt)
-            print(f"rep {r + 1} {mode:7s} {dt:7.2f} s  {len(cands) / dt:6.2f} envs/s  "
-                  f"({valid}/{len(cands)} valid)", flush=True)
+            print(
+                f"rep {r + 1} {mode:7s} {dt:7.2f} s  {len(cands) / dt:6.2f} envs/s  "
+                f"({valid}/{len(cands)} valid)",
+                flush=True,
+            )
     print("\n| mode | envs/s (median) | seconds (median) |\n|---|---|---|")
     med = {m: statistics.median(t) for m, t in times.items()}
     for m in MODES:

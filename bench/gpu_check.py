@@ -68,8 +68,15 @@ PARTS = {
     "vllm": (120, 30),
 }
 TOTAL_BUDGET = 480  # seconds: the whole run, whatever the parts' own budgets add up to
-DEPENDS = {"hf_generate": "models", "round": "models", "grpo_designer": "models", "grpo_agent": "models",
-           "fsdp": "models", "reload": "models", "vllm": "models"}
+DEPENDS = {
+    "hf_generate": "models",
+    "round": "models",
+    "grpo_designer": "models",
+    "grpo_agent": "models",
+    "fsdp": "models",
+    "reload": "models",
+    "vllm": "models",
+}
 
 
 class Skip(Exception):  # noqa: N818 - a part's way of saying "skipped: <reason>"
@@ -81,18 +88,53 @@ class Skip(Exception):  # noqa: N818 - a part's way of saying "skipped: <reason>
 
 def shapes(quick: bool) -> dict:
     if quick:
-        return dict(model=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                               num_key_value_heads=2, head_dim=16, vocab_size=4096, max_position_embeddings=4096),
-                    batches=[1, 4, 8], prompt_len=16, new_tokens=8, group=2, groups=2,
-                    train_prompt=16, train_completion=8, design_tokens=16, agent_tokens=8,
-                    design_prompt=["--doc-tokens", "64", "--max-prompt-tokens", "2560"])
+        return dict(
+            model=dict(
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=16,
+                vocab_size=4096,
+                max_position_embeddings=4096,
+            ),
+            batches=[1, 4, 8],
+            prompt_len=16,
+            new_tokens=8,
+            group=2,
+            groups=2,
+            train_prompt=16,
+            train_completion=8,
+            design_tokens=16,
+            agent_tokens=8,
+            design_prompt=["--doc-tokens", "64", "--max-prompt-tokens", "2560"],
+        )
     # Qwen3-0.6B's body (28 layers, width 1024, 16 query / 8 KV heads of 128, MLP 3072) with
     # the vocabulary a BPE reaches on the local text (~20k of the 32k asked): ~0.46B
     # parameters. Qwen's 152k vocabulary makes Qwen3-0.6B do ~30% more work per token.
-    return dict(model=dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-                           num_key_value_heads=8, head_dim=128, vocab_size=32768, max_position_embeddings=4096),
-                batches=[1, 16, 64], prompt_len=128, new_tokens=128, group=8, groups=4,
-                train_prompt=256, train_completion=256, design_tokens=64, agent_tokens=24, design_prompt=[])
+    return dict(
+        model=dict(
+            hidden_size=1024,
+            intermediate_size=3072,
+            num_hidden_layers=28,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            vocab_size=32768,
+            max_position_embeddings=4096,
+        ),
+        batches=[1, 16, 64],
+        prompt_len=128,
+        new_tokens=128,
+        group=8,
+        groups=4,
+        train_prompt=256,
+        train_completion=256,
+        design_tokens=64,
+        agent_tokens=24,
+        design_prompt=[],
+    )
 
 
 def bench_prompts(n: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:
@@ -105,13 +147,19 @@ def cli(args: list, log) -> None:
     """Run `spade-<command> args`, its stderr appended to the open file `log`."""
     log.flush()
     start = log.tell()
-    r = subprocess.run([sys.executable, "-m", "spade_cli", *map(str, args)], stdout=subprocess.DEVNULL,
-                       stderr=log, env=child_env())
+    r = subprocess.run(
+        [sys.executable, "-m", "spade_cli", *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env=child_env(),
+    )
     if r.returncode != 0:
         with open(log.name, "rb") as f:
             f.seek(start)
             lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
-        raise RuntimeError(f"spade-{args[0]} exited {r.returncode}: {(lines or ['no output'])[-1][:300]}")
+        raise RuntimeError(
+            f"spade-{args[0]} exited {r.returncode}: {(lines or ['no output'])[-1][:300]}"
+        )
 
 
 def child_env() -> dict:
@@ -136,8 +184,12 @@ def part_versions(ctx: dict) -> dict:
         except importlib.metadata.PackageNotFoundError:
             return None
 
-    out = {"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
-           "cuda_available": torch.cuda.is_available()}
+    out = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+    }
     for dist in ("transformers", "accelerate", "trl", "peft", "datasets", "vllm", "spade-cli"):
         out[dist] = version(dist)
     if torch.cuda.is_available():
@@ -163,17 +215,30 @@ def part_models(ctx: dict) -> dict:
     tiny = build_tiny_model(work / "tiny", seed=0)
     realistic = build_tiny_model(work / "realistic", seed=0, **s["model"])
     cfg = AutoConfig.from_pretrained(realistic)
-    per_layer = 4 * cfg.hidden_size * cfg.head_dim * (cfg.num_attention_heads + cfg.num_key_value_heads) // 2 \
+    per_layer = (
+        4
+        * cfg.hidden_size
+        * cfg.head_dim
+        * (cfg.num_attention_heads + cfg.num_key_value_heads)
+        // 2
         + 3 * cfg.hidden_size * cfg.intermediate_size
+    )
     params = cfg.num_hidden_layers * per_layer + cfg.vocab_size * cfg.hidden_size
-    return {"tiny": str(tiny), "realistic": str(realistic), "realistic_params_m": round(params / 1e6, 1),
-            "realistic_vocab": cfg.vocab_size, "realistic_layers": cfg.num_hidden_layers}
+    return {
+        "tiny": str(tiny),
+        "realistic": str(realistic),
+        "realistic_params_m": round(params / 1e6, 1),
+        "realistic_vocab": cfg.vocab_size,
+        "realistic_layers": cfg.num_hidden_layers,
+    }
 
 
 def _generate_tps(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int, float]:
     from spade_cli.engines import Sampling
 
-    samplings = [Sampling(temperature=1.0, max_tokens=new_tokens, seed=i) for i in range(len(prompts))]
+    samplings = [
+        Sampling(temperature=1.0, max_tokens=new_tokens, seed=i) for i in range(len(prompts))
+    ]
     t0 = time.perf_counter()
     gens = engine.generate(prompts, samplings)
     seconds = time.perf_counter() - t0
@@ -184,11 +249,19 @@ def _generate_tps(engine, prompts: list[list[int]], new_tokens: int) -> tuple[fl
 def _engine_throughput(engine, ctx: dict) -> dict:
     s = ctx["shapes"]
     vocab = len(engine.tokenizer)
-    _generate_tps(engine, bench_prompts(1, s["prompt_len"], vocab, seed=99), 4)  # warm-up: kernels, allocator
+    _generate_tps(
+        engine, bench_prompts(1, s["prompt_len"], vocab, seed=99), 4
+    )  # warm-up: kernels, allocator
     out = {"prompt_len": s["prompt_len"], "new_tokens": s["new_tokens"]}
     for b in s["batches"]:
-        tps, tokens, seconds = _generate_tps(engine, bench_prompts(b, s["prompt_len"], vocab), s["new_tokens"])
-        out[f"batch_{b}"] = {"tokens_per_s": round(tps, 1), "tokens": tokens, "seconds": round(seconds, 3)}
+        tps, tokens, seconds = _generate_tps(
+            engine, bench_prompts(b, s["prompt_len"], vocab), s["new_tokens"]
+        )
+        out[f"batch_{b}"] = {
+            "tokens_per_s": round(tps, 1),
+            "tokens": tokens,
+            "seconds": round(seconds, 3),
+        }
     lo, hi = s["batches"][0], s["batches"][-1]
     out["ratio"] = round(out[f"batch_{hi}"]["tokens_per_s"] / out[f"batch_{lo}"]["tokens_per_s"], 2)
     return out
@@ -197,8 +270,13 @@ def _engine_throughput(engine, ctx: dict) -> dict:
 def part_hf_generate(ctx: dict) -> dict:
     from spade_cli.engines import load_engine
 
-    engine = load_engine(str(ctx["work"] / "realistic"), "hf", device=ctx["device"], dtype=ctx["dtype"],
-                         max_batch_size=max(ctx["shapes"]["batches"]))
+    engine = load_engine(
+        str(ctx["work"] / "realistic"),
+        "hf",
+        device=ctx["device"],
+        dtype=ctx["dtype"],
+        max_batch_size=max(ctx["shapes"]["batches"]),
+    )
     try:
         return {"device": engine.device, **_engine_throughput(engine, ctx)}
     finally:
@@ -212,8 +290,10 @@ def part_round(ctx: dict) -> dict:
     sandbox = []
     if shutil.which("bwrap") is None:
         if not ctx["unsafe_no_sandbox"]:
-            raise Skip("bwrap not found: designer code runs only in the sandbox "
-                       "(install bubblewrap, or pass --unsafe-no-sandbox)")
+            raise Skip(
+                "bwrap not found: designer code runs only in the sandbox "
+                "(install bubblewrap, or pass --unsafe-no-sandbox)"
+            )
         sandbox = ["--unsafe-no-sandbox"]
     work, s = ctx["work"] / "round", ctx["shapes"]
     work.mkdir(exist_ok=True)
@@ -223,20 +303,107 @@ def part_round(ctx: dict) -> dict:
     memory = work / "memory.jsonl.zst"
     save_memory(str(memory), entries_from_library(load_library()))
     stages = [
-        ("sample-docs", ["sample-docs", ctx["corpus"], "-n", "1", "--seed", "0", "-o", work / "docs.jsonl"]),
-        ("design", ["design", work / "docs.jsonl", *engine, "-G", "2", "--max-tokens", s["design_tokens"], *s["design_prompt"],
-                    "--no-memory", "--round", "1", "--seed", "0", "-o", work / "cands.jsonl"]),
-        ("validate", ["validate", work / "cands.jsonl", "--seeds", "1", "--workers", "2", *sandbox,
-                      "-o", work / "validated.jsonl"]),
-        ("replay", ["memory", "replay", memory, "-n", "2", "--round", "1", "--seed", "0",
-                    "-o", work / "replay.jsonl"]),
-        ("rollout", ["rollout", work / "validated.jsonl", "--replay", work / "replay.jsonl", *engine, "-k", "2",
-                     "--max-turns", "2", "--max-tokens", s["agent_tokens"], "--seed", "0", *sandbox,
-                     "-o", work / "rollouts.jsonl"]),
-        ("regret", ["regret", work / "rollouts.jsonl", "--round", "1", "-o", work / "scored.jsonl"]),
-        ("train", ["train", work / "scored.jsonl", "--model", tiny, "--output-dir", work / "checkpoint",
-                   "--role", "both", "--per-device-batch-size", "2", "--if-empty", "keep", *bf16,
-                   "--seed", "0", "-o", work / "checkpoint.jsonl"]),
+        (
+            "sample-docs",
+            ["sample-docs", ctx["corpus"], "-n", "1", "--seed", "0", "-o", work / "docs.jsonl"],
+        ),
+        (
+            "design",
+            [
+                "design",
+                work / "docs.jsonl",
+                *engine,
+                "-G",
+                "2",
+                "--max-tokens",
+                s["design_tokens"],
+                *s["design_prompt"],
+                "--no-memory",
+                "--round",
+                "1",
+                "--seed",
+                "0",
+                "-o",
+                work / "cands.jsonl",
+            ],
+        ),
+        (
+            "validate",
+            [
+                "validate",
+                work / "cands.jsonl",
+                "--seeds",
+                "1",
+                "--workers",
+                "2",
+                *sandbox,
+                "-o",
+                work / "validated.jsonl",
+            ],
+        ),
+        (
+            "replay",
+            [
+                "memory",
+                "replay",
+                memory,
+                "-n",
+                "2",
+                "--round",
+                "1",
+                "--seed",
+                "0",
+                "-o",
+                work / "replay.jsonl",
+            ],
+        ),
+        (
+            "rollout",
+            [
+                "rollout",
+                work / "validated.jsonl",
+                "--replay",
+                work / "replay.jsonl",
+                *engine,
+                "-k",
+                "2",
+                "--max-turns",
+                "2",
+                "--max-tokens",
+                s["agent_tokens"],
+                "--seed",
+                "0",
+                *sandbox,
+                "-o",
+                work / "rollouts.jsonl",
+            ],
+        ),
+        (
+            "regret",
+            ["regret", work / "rollouts.jsonl", "--round", "1", "-o", work / "scored.jsonl"],
+        ),
+        (
+            "train",
+            [
+                "train",
+                work / "scored.jsonl",
+                "--model",
+                tiny,
+                "--output-dir",
+                work / "checkpoint",
+                "--role",
+                "both",
+                "--per-device-batch-size",
+                "2",
+                "--if-empty",
+                "keep",
+                *bf16,
+                "--seed",
+                "0",
+                "-o",
+                work / "checkpoint.jsonl",
+            ],
+        ),
     ]
     seconds = {}
     with open(work / "round.log", "ab") as log:
@@ -251,9 +418,14 @@ def part_round(ctx: dict) -> dict:
         episodes += sum(len(rollouts.get(cond) or []) for cond in ("nohint", "hint"))
     ckpt = json.loads((work / "checkpoint.jsonl").read_text().splitlines()[0])
     count = lambda p: len((work / p).read_text().splitlines())  # noqa: E731
-    return {"stage_seconds": seconds, "candidates": count("cands.jsonl"), "episodes": episodes,
-            "train_steps": ckpt.get("steps"), "checkpoint": ckpt.get("path"),
-            "sandbox": "bwrap" if not sandbox else "none (--unsafe-no-sandbox)"}
+    return {
+        "stage_seconds": seconds,
+        "candidates": count("cands.jsonl"),
+        "episodes": episodes,
+        "train_steps": ckpt.get("steps"),
+        "checkpoint": ckpt.get("path"),
+        "sandbox": "bwrap" if not sandbox else "none (--unsafe-no-sandbox)",
+    }
 
 
 def _stored_samples(role: str, ctx: dict, vocab: int) -> list[dict]:
@@ -266,18 +438,44 @@ def _stored_samples(role: str, ctx: dict, vocab: int) -> list[dict]:
         prompt = ids(s["train_prompt"])
         if role == "designer":
             for j in range(s["group"]):
-                recs.append({"kind": "candidate", "v": 1, "id": f"d{g}-{j}", "parents": [], "group": f"g{g}",
-                             "design": {"prompt_ids": prompt, "completion_ids": ids(s["train_completion"])},
-                             "score": {"reward": j / s["group"]}})
+                recs.append(
+                    {
+                        "kind": "candidate",
+                        "v": 1,
+                        "id": f"d{g}-{j}",
+                        "parents": [],
+                        "group": f"g{g}",
+                        "design": {
+                            "prompt_ids": prompt,
+                            "completion_ids": ids(s["train_completion"]),
+                        },
+                        "score": {"reward": j / s["group"]},
+                    }
+                )
         else:
             episodes = []
             for j in range(s["group"]):
                 n = s["train_completion"]
                 # Model turns with an environment observation in the middle (masked out).
                 mask = [1] * (n // 4) + [0] * (n // 4) + [1] * (n - n // 2)
-                episodes.append({"prompt_ids": prompt, "completion_ids": ids(n), "env_mask": mask,
-                                 "return": j / s["group"], "stop": "terminated"})
-            recs.append({"kind": "candidate", "v": 1, "id": f"a{g}", "parents": [], "rollouts": {"nohint": episodes}})
+                episodes.append(
+                    {
+                        "prompt_ids": prompt,
+                        "completion_ids": ids(n),
+                        "env_mask": mask,
+                        "return": j / s["group"],
+                        "stop": "terminated",
+                    }
+                )
+            recs.append(
+                {
+                    "kind": "candidate",
+                    "v": 1,
+                    "id": f"a{g}",
+                    "parents": [],
+                    "rollouts": {"nohint": episodes},
+                }
+            )
     return recs
 
 
@@ -293,16 +491,33 @@ def _grpo_step(role: str, ctx: dict) -> dict:
     data = write_jsonl(ctx["work"] / f"{role}-samples.jsonl", _stored_samples(role, ctx, vocab))
     s = ctx["shapes"]
     rows = s["groups"] * s["group"]
-    cfg = TrainJob(model=str(model), output_dir=str(ctx["work"] / f"grpo-{role}"), inputs=[str(data)], role=role,
-                   per_device_batch_size=rows, group_size=s["group"], learning_rate=1e-4, bf16=ctx["bf16"],
-                   seed=0, overwrite=True)
+    cfg = TrainJob(
+        model=str(model),
+        output_dir=str(ctx["work"] / f"grpo-{role}"),
+        inputs=[str(data)],
+        role=role,
+        per_device_batch_size=rows,
+        group_size=s["group"],
+        learning_rate=1e-4,
+        bf16=ctx["bf16"],
+        seed=0,
+        overwrite=True,
+    )
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     info = run(cfg)
     tokens = rows * (s["train_prompt"] + s["train_completion"])
-    out = {"model": model.name, "steps": info["steps"], "rows": rows, "tokens": tokens,
-           "seconds": info["seconds"], "tokens_per_s": round(tokens / max(info["seconds"], 1e-9), 1),
-           "train_loss": info["train_loss"], "checkpoint": info["path"], "bf16": ctx["bf16"]}
+    out = {
+        "model": model.name,
+        "steps": info["steps"],
+        "rows": rows,
+        "tokens": tokens,
+        "seconds": info["seconds"],
+        "tokens_per_s": round(tokens / max(info["seconds"], 1e-9), 1),
+        "train_loss": info["train_loss"],
+        "checkpoint": info["path"],
+        "bf16": ctx["bf16"],
+    }
     if torch.cuda.is_available():
         out["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20)
     if info["steps"] < 1:
@@ -331,18 +546,48 @@ def part_fsdp(ctx: dict) -> dict:
         text = config.read_text().replace("use_cpu: false", "use_cpu: true")
         config = work / "fsdp-cpu.yaml"
         config.write_text(text.replace("mixed_precision: bf16", "mixed_precision: 'no'"))
-    data = write_jsonl(work / "samples.jsonl", _stored_samples("designer", ctx, len(AutoTokenizer.from_pretrained(tiny))))
+    data = write_jsonl(
+        work / "samples.jsonl",
+        _stored_samples("designer", ctx, len(AutoTokenizer.from_pretrained(tiny))),
+    )
     bf16 = ["--bf16"] if ctx["bf16"] else ["--no-bf16"]
     t0 = time.perf_counter()
     with open(work / "fsdp.log", "ab") as log:
-        cli(["train", data, "--model", tiny, "--output-dir", work / "checkpoint", "--role", "designer",
-             "--per-device-batch-size", ctx["shapes"]["groups"] * ctx["shapes"]["group"], "--lr", "1e-3",
-             *bf16, "--num-processes", "1", "--accelerate-config", config, "--seed", "0", "--overwrite",
-             "-o", work / "checkpoint.jsonl"], log)
+        cli(
+            [
+                "train",
+                data,
+                "--model",
+                tiny,
+                "--output-dir",
+                work / "checkpoint",
+                "--role",
+                "designer",
+                "--per-device-batch-size",
+                ctx["shapes"]["groups"] * ctx["shapes"]["group"],
+                "--lr",
+                "1e-3",
+                *bf16,
+                "--num-processes",
+                "1",
+                "--accelerate-config",
+                config,
+                "--seed",
+                "0",
+                "--overwrite",
+                "-o",
+                work / "checkpoint.jsonl",
+            ],
+            log,
+        )
     ckpt = json.loads((work / "checkpoint.jsonl").read_text().splitlines()[0])
-    return {"config": str(config.relative_to(REPO) if config.is_relative_to(REPO) else config.name),
-            "seconds": round(time.perf_counter() - t0, 2), "steps": ckpt.get("steps"),
-            "processes": ckpt.get("processes"), "checkpoint": ckpt.get("path")}
+    return {
+        "config": str(config.relative_to(REPO) if config.is_relative_to(REPO) else config.name),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "steps": ckpt.get("steps"),
+        "processes": ckpt.get("processes"),
+        "checkpoint": ckpt.get("path"),
+    }
 
 
 def part_reload(ctx: dict) -> dict:
@@ -351,8 +596,10 @@ def part_reload(ctx: dict) -> dict:
 
     from spade_cli.engines import Sampling, load_engine
 
-    pairs = [("fsdp", ctx["work"] / "fsdp" / "checkpoint", ctx["work"] / "tiny"),
-             ("grpo_designer", ctx["work"] / "grpo-designer", None)]
+    pairs = [
+        ("fsdp", ctx["work"] / "fsdp" / "checkpoint", ctx["work"] / "tiny"),
+        ("grpo_designer", ctx["work"] / "grpo-designer", None),
+    ]
     out = {}
     for name, ckpt, base in pairs:
         if not (ckpt / "config.json").exists():
@@ -361,7 +608,9 @@ def part_reload(ctx: dict) -> dict:
             base = Path(json.loads((ckpt / "spade_train.json").read_text())["result"]["base_model"])
         engine = load_engine(str(ckpt), "hf", device=ctx["device"], dtype=ctx["dtype"])
         try:
-            gens = engine.generate(bench_prompts(2, 8, len(engine.tokenizer)), Sampling(max_tokens=4, seed=0))
+            gens = engine.generate(
+                bench_prompts(2, 8, len(engine.tokenizer)), Sampling(max_tokens=4, seed=0)
+            )
         finally:
             engine.close()
         new, old = _weights(ckpt, load_file), _weights(base, load_file)
@@ -370,10 +619,16 @@ def part_reload(ctx: dict) -> dict:
             raise RuntimeError(f"{ckpt}: no tensor names in common with {base}")
         changed = sum(not torch.equal(new[k].float(), old[k].float()) for k in shared)
         finite = all(torch.isfinite(t.float()).all() for t in new.values())
-        out[name] = {"tensors": len(new), "changed": changed, "finite": bool(finite),
-                     "generated_tokens": sum(len(g.completion_ids) for g in gens)}
+        out[name] = {
+            "tensors": len(new),
+            "changed": changed,
+            "finite": bool(finite),
+            "generated_tokens": sum(len(g.completion_ids) for g in gens),
+        }
         if not finite or changed == 0:
-            raise RuntimeError(f"{name} checkpoint: finite={finite}, {changed}/{len(shared)} tensors changed")
+            raise RuntimeError(
+                f"{name} checkpoint: finite={finite}, {changed}/{len(shared)} tensors changed"
+            )
     if not out:
         raise Skip("no checkpoint to reload: the fsdp and grpo_designer parts wrote none")
     return out
@@ -393,8 +648,14 @@ def part_vllm(ctx: dict) -> dict:
         raise Skip("the vllm engine needs CUDA (--device cuda)")
     from spade_cli.engines import Sampling, load_engine
 
-    engine = load_engine(str(ctx["work"] / "realistic"), "vllm", dtype=ctx["dtype"], gpu_memory_utilization=0.5,
-                         max_model_len=4096, seed=0)
+    engine = load_engine(
+        str(ctx["work"] / "realistic"),
+        "vllm",
+        dtype=ctx["dtype"],
+        gpu_memory_utilization=0.5,
+        max_model_len=4096,
+        seed=0,
+    )
     try:
         out = _engine_throughput(engine, ctx)
         # A new round's checkpoint: the engine restarts on it with the same settings.
@@ -402,9 +663,14 @@ def part_vllm(ctx: dict) -> dict:
         if (ckpt / "config.json").exists():
             t0 = time.perf_counter()
             engine.reload(str(ckpt))
-            gens = engine.generate(bench_prompts(2, 8, len(engine.tokenizer)), Sampling(max_tokens=4, seed=0))
-            out["reload"] = {"checkpoint": ckpt.name, "seconds": round(time.perf_counter() - t0, 2),
-                             "generated_tokens": sum(len(g.completion_ids) for g in gens)}
+            gens = engine.generate(
+                bench_prompts(2, 8, len(engine.tokenizer)), Sampling(max_tokens=4, seed=0)
+            )
+            out["reload"] = {
+                "checkpoint": ckpt.name,
+                "seconds": round(time.perf_counter() - t0, 2),
+                "generated_tokens": sum(len(g.completion_ids) for g in gens),
+            }
         return out
     finally:
         engine.close()
@@ -425,17 +691,29 @@ def run_part(name: str, ctx: dict) -> dict:
 def spawn(name: str, ctx_file: Path, timeout: float) -> dict:
     """Run one part in a subprocess (its own session, so a timeout ends its children too)."""
     log = ctx_file.parent / f"{name}.stderr"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--part", name, "--context", str(ctx_file)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--part",
+        name,
+        "--context",
+        str(ctx_file),
+    ]
     t0 = time.perf_counter()
     with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=child_env(), start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=err, env=child_env(), start_new_session=True
+        )
         try:
             stdout, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            return {"status": "failed", "reason": f"over its budget of {timeout:.0f} s (killed)",
-                    "seconds": round(time.perf_counter() - t0, 2)}
+            return {
+                "status": "failed",
+                "reason": f"over its budget of {timeout:.0f} s (killed)",
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
         except BaseException:  # Ctrl-C: the part runs in its own session and would outlive us
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -445,19 +723,29 @@ def spawn(name: str, ctx_file: Path, timeout: float) -> dict:
     try:
         result = json.loads(lines[-1])
     except (IndexError, ValueError):
-        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["no output"]
-        how = f"exit {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
+        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or [
+            "no output"
+        ]
+        how = (
+            f"exit {proc.returncode}"
+            if proc.returncode >= 0
+            else f"killed by signal {-proc.returncode}"
+        )
         result = {"status": "failed", "reason": f"{how}: {tail[0][:300]}"}
     result["seconds"] = seconds
     return result
 
 
 def table(summary: dict) -> str:
-    rows = [f"gpu check on {summary['device']}{' (quick)' if summary['quick'] else ''}: "
-            f"{summary['total_seconds']:.0f} s, {summary['failed']} failed"]
+    rows = [
+        f"gpu check on {summary['device']}{' (quick)' if summary['quick'] else ''}: "
+        f"{summary['total_seconds']:.0f} s, {summary['failed']} failed"
+    ]
     for name, r in summary["parts"].items():
-        rows.append(f"  {name:<14}{r['status']:<8}{r.get('seconds', 0):>7.1f} s / {r.get('budget_s', 0):>3} s  "
-                    f"{headline(name, r)}")
+        rows.append(
+            f"  {name:<14}{r['status']:<8}{r.get('seconds', 0):>7.1f} s / {r.get('budget_s', 0):>3} s  "
+            f"{headline(name, r)}"
+        )
     return "\n".join(rows)
 
 
@@ -465,35 +753,61 @@ def headline(name: str, r: dict) -> str:
     if r["status"] != "ok":
         return r.get("reason", "")
     if name == "versions":
-        return (f"torch {r['torch']} cuda {r['cuda']} transformers {r['transformers']} trl {r['trl']} "
-                f"accelerate {r['accelerate']} vllm {r['vllm']} {r.get('gpu', '')}")
+        return (
+            f"torch {r['torch']} cuda {r['cuda']} transformers {r['transformers']} trl {r['trl']} "
+            f"accelerate {r['accelerate']} vllm {r['vllm']} {r.get('gpu', '')}"
+        )
     if name == "models":
         return f"realistic {r['realistic_params_m']}M params, {r['realistic_layers']} layers, vocab {r['realistic_vocab']}"
     if name in ("hf_generate", "vllm"):
-        per = ", ".join(f"b{k[6:]} {v['tokens_per_s']:.0f}" for k, v in r.items() if k.startswith("batch_"))
+        per = ", ".join(
+            f"b{k[6:]} {v['tokens_per_s']:.0f}" for k, v in r.items() if k.startswith("batch_")
+        )
         extra = f", {r['vs_hf']}x hf" if "vs_hf" in r else ""
-        again = f"; restarted on {r['reload']['checkpoint']} in {r['reload']['seconds']} s" if "reload" in r else ""
+        again = (
+            f"; restarted on {r['reload']['checkpoint']} in {r['reload']['seconds']} s"
+            if "reload" in r
+            else ""
+        )
         return f"tokens/s {per}; ratio {r['ratio']}x{extra}{again}"
     if name == "round":
-        return f"{r['candidates']} designs, {r['episodes']} episodes, {r['train_steps']} train steps"
+        return (
+            f"{r['candidates']} designs, {r['episodes']} episodes, {r['train_steps']} train steps"
+        )
     if name.startswith("grpo"):
         mem = f", peak {r['peak_gpu_mib']} MiB" if "peak_gpu_mib" in r else ""
         return f"steps {r['steps']}, {r['tokens_per_s']:.0f} tokens/s{mem}"
     if name == "fsdp":
         return f"steps {r['steps']}, processes {r['processes']}, {r['config']}"
     if name == "reload":
-        return "; ".join(f"{k}: {v['changed']}/{v['tensors']} tensors changed" for k, v in r.items()
-                         if isinstance(v, dict))
+        return "; ".join(
+            f"{k}: {v['changed']}/{v['tensors']} tensors changed"
+            for k, v in r.items()
+            if isinstance(v, dict)
+        )
     return ""
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
-    ap.add_argument("--quick", action="store_true", help="small shapes and few tokens (the CPU smoke test)")
-    ap.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of: " + ", ".join(PARTS))
-    ap.add_argument("--work", help="keep the models, records and logs in this directory (default: a temporary one)")
-    ap.add_argument("--unsafe-no-sandbox", action="store_true", help="run the round's designer code without bwrap")
+    ap.add_argument(
+        "--quick", action="store_true", help="small shapes and few tokens (the CPU smoke test)"
+    )
+    ap.add_argument(
+        "--parts", default=",".join(PARTS), help="comma-separated subset of: " + ", ".join(PARTS)
+    )
+    ap.add_argument(
+        "--work",
+        help="keep the models, records and logs in this directory (default: a temporary one)",
+    )
+    ap.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run the round's designer code without bwrap",
+    )
     ap.add_argument("--part", help=argparse.SUPPRESS)
     ap.add_argument("--context", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -505,10 +819,15 @@ def main() -> int:
     wanted = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in wanted if p not in PARTS]
     if unknown:
-        print(f"gpu_check: unknown part(s) {', '.join(unknown)} (choose from {', '.join(PARTS)})", file=sys.stderr)
+        print(
+            f"gpu_check: unknown part(s) {', '.join(unknown)} (choose from {', '.join(PARTS)})",
+            file=sys.stderr,
+        )
         return 2
     if args.device != "cpu" and not args.device.startswith("cuda"):
-        print(f"gpu_check: --device must be cpu, cuda or cuda:N, not {args.device!r}", file=sys.stderr)
+        print(
+            f"gpu_check: --device must be cpu, cuda or cuda:N, not {args.device!r}", file=sys.stderr
+        )
         return 2
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="spade-gpu-check-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -532,9 +851,16 @@ def check(args, wanted: list[str], work: Path) -> dict:
     if device.startswith("cuda:"):
         # Every part (training too, which takes the default device) sees just that GPU.
         os.environ["CUDA_VISIBLE_DEVICES"], device = device.split(":", 1)[1], "cuda"
-    ctx = {"device": device, "quick": args.quick, "bf16": bf16, "dtype": "bfloat16" if bf16 else "float32",
-           "shapes": shapes(args.quick), "work": str(work), "corpus": str(corpus),
-           "unsafe_no_sandbox": args.unsafe_no_sandbox}
+    ctx = {
+        "device": device,
+        "quick": args.quick,
+        "bf16": bf16,
+        "dtype": "bfloat16" if bf16 else "float32",
+        "shapes": shapes(args.quick),
+        "work": str(work),
+        "corpus": str(corpus),
+        "unsafe_no_sandbox": args.unsafe_no_sandbox,
+    }
     ctx_file = work / "context.json"
     ctx_file.write_text(json.dumps(ctx))
     t_start, started = time.perf_counter(), datetime.now(UTC).isoformat(timespec="seconds")
@@ -546,23 +872,37 @@ def check(args, wanted: list[str], work: Path) -> dict:
         left = TOTAL_BUDGET - (time.perf_counter() - t_start)
         need = DEPENDS.get(name)
         if need and need in parts and parts[need]["status"] != "ok":
-            result = {"status": "skipped", "reason": f"needs the {need} part, which {parts[need]['status']}"}
+            result = {
+                "status": "skipped",
+                "reason": f"needs the {need} part, which {parts[need]['status']}",
+            }
         elif left < 10:
             result = {"status": "skipped", "reason": f"the run's {TOTAL_BUDGET} s were spent"}
         else:
-            print(f"gpu_check: {name} (budget {min(budget, left):.0f} s)", file=sys.stderr, flush=True)
+            print(
+                f"gpu_check: {name} (budget {min(budget, left):.0f} s)", file=sys.stderr, flush=True
+            )
             result = spawn(name, ctx_file, min(budget, left))
         result["budget_s"] = budget
         parts[name] = result
-        print(f"gpu_check: {name} {result['status']} in {result.get('seconds', 0):.1f} s {result.get('reason', '')}",
-              file=sys.stderr, flush=True)
+        print(
+            f"gpu_check: {name} {result['status']} in {result.get('seconds', 0):.1f} s {result.get('reason', '')}",
+            file=sys.stderr,
+            flush=True,
+        )
     hf, vl = parts.get("hf_generate", {}), parts.get("vllm", {})
     if hf.get("status") == "ok" and vl.get("status") == "ok":
         top = f"batch_{shapes(args.quick)['batches'][-1]}"
         vl["vs_hf"] = round(vl[top]["tokens_per_s"] / hf[top]["tokens_per_s"], 2)
-    return {"check": "gpu", "device": args.device, "quick": args.quick, "started": started,
-            "total_seconds": round(time.perf_counter() - t_start, 1),
-            "failed": sum(r["status"] == "failed" for r in parts.values()), "parts": parts}
+    return {
+        "check": "gpu",
+        "device": args.device,
+        "quick": args.quick,
+        "started": started,
+        "total_seconds": round(time.perf_counter() - t_start, 1),
+        "failed": sum(r["status"] == "failed" for r in parts.values()),
+        "parts": parts,
+    }
 
 
 if __name__ == "__main__":

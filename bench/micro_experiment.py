@@ -45,8 +45,10 @@ from spade_cli.recordio import RecordReader  # noqa: E402
 ARMS = {
     "spade": {},
     # As many environments per round as SPADE's rounds have valid designs, about 8 of 12.
-    "fixed-pool": {"baseline": {"mode": "fixed-pool", "pool": "micro", "pool_size": 8},
-                   "train": {"role": "agent"}},
+    "fixed-pool": {
+        "baseline": {"mode": "fixed-pool", "pool": "micro", "pool_size": 8},
+        "train": {"role": "agent"},
+    },
     "frozen-designer": {"train": {"role": "agent"}},
     "negative-control": {"train": {"shuffle_designer_rewards": True}},
 }
@@ -81,8 +83,11 @@ def write_config(base: dict, arm: str, seed: int, rounds: int, runs_dir: Path) -
 # One thread per stage: a million-parameter model gains nothing from a second one, and on
 # a shared 2-core machine two spinning thread pools slow each stage several times over.
 # The stages import this checkout's spade_cli, whatever is installed.
-ENV = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-       "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+ENV = {
+    **os.environ,
+    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+}
 
 
 class RunFailed(Exception):
@@ -103,9 +108,31 @@ def records(path: Path) -> list[dict]:
 def evaluate(model: str, out: Path, args, log: Path) -> dict:
     """The held-out solve rate of `model`: overall, per level and per family."""
     if not out.exists():
-        run([sys.executable, "-m", "spade_cli", "eval", "--suite", "micro", "-n", str(args.eval_items),
-             "--seed", "0", "--engine", "hf", "--model", model, "--temperature", "1.0",
-             "--max-tokens", "4", "-o", str(out)], log)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "spade_cli",
+                "eval",
+                "--suite",
+                "micro",
+                "-n",
+                str(args.eval_items),
+                "--seed",
+                "0",
+                "--engine",
+                "hf",
+                "--model",
+                model,
+                "--temperature",
+                "1.0",
+                "--max-tokens",
+                "4",
+                "-o",
+                str(out),
+            ],
+            log,
+        )
     recs = records(out)
     by: dict[str, list[float]] = {}
     for r in recs:
@@ -122,21 +149,33 @@ def round_metrics(rdir: Path) -> dict:
     valid = [c for c in scored if (c.get("validation") or {}).get("valid")]
     levels = []
     for c in designed:
-        m = LEVEL.search(((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or "")
+        m = LEVEL.search(
+            ((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or ""
+        )
         if m:
             levels.append(int(m[1]))
-    wins = [c["score"]["nohint"]["success_rate"] for c in valid
-            if ((c.get("score") or {}).get("nohint") or {}).get("success_rate") is not None]
-    rewards = [c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None]
+    wins = [
+        c["score"]["nohint"]["success_rate"]
+        for c in valid
+        if ((c.get("score") or {}).get("nohint") or {}).get("success_rate") is not None
+    ]
+    rewards = [
+        c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
+    ]
     return {
         "designs": len(designed),
-        "valid_rate": round(sum(1 for c in designed if (c.get("validation") or {}).get("valid"))
-                            / len(designed), 4) if designed else None,
+        "valid_rate": round(
+            sum(1 for c in designed if (c.get("validation") or {}).get("valid")) / len(designed), 4
+        )
+        if designed
+        else None,
         "designer_reward": round(statistics.fmean(rewards), 4) if rewards else None,
         "levels": {str(lv): levels.count(lv) for lv in range(1, 7)},
         "mean_level": round(statistics.fmean(levels), 3) if levels else None,
         "win_rate_nohint": round(statistics.fmean(wins), 4) if wins else None,
-        "plateau_share": round(sum(BAND[0] <= w <= BAND[1] for w in wins) / len(wins), 4) if wins else None,
+        "plateau_share": round(sum(BAND[0] <= w <= BAND[1] for w in wins) / len(wins), 4)
+        if wins
+        else None,
     }
 
 
@@ -159,7 +198,11 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
         m["round"] = r
         m["heldout"] = evaluate(checkpoint_of(rdir), rdir / "heldout.jsonl.zst", args, log)
         rounds.append(m)
-    return {"rounds": rounds, "loop_seconds": round(loop_s, 1), "wall_seconds": round(time.time() - t0, 1)}
+    return {
+        "rounds": rounds,
+        "loop_seconds": round(loop_s, 1),
+        "wall_seconds": round(time.time() - t0, 1),
+    }
 
 
 def thirds(xs: list[float]) -> tuple[float, float]:
@@ -192,9 +235,11 @@ def plot(results: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("heldout", "held-out solve rate", lambda r: r["heldout"]["all"]),
-              ("level", "mean level chosen by the designer", lambda r: r.get("mean_level")),
-              ("designer_reward", "designer reward (blend)", lambda r: r.get("designer_reward"))]
+    panels = [
+        ("heldout", "held-out solve rate", lambda r: r["heldout"]["all"]),
+        ("level", "mean level chosen by the designer", lambda r: r.get("mean_level")),
+        ("designer_reward", "designer reward (blend)", lambda r: r.get("designer_reward")),
+    ]
     paths = []
     for name, title, get in panels:
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -226,19 +271,30 @@ def plot(results: dict, out: Path) -> list[Path]:
 
 def commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms (default: all four)")
+    ap.add_argument(
+        "--arms", default=",".join(ARMS), help="comma-separated arms (default: all four)"
+    )
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated loop seeds")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per run (default: examples/micro.toml's)")
+    ap.add_argument(
+        "--rounds", type=int, default=None, help="rounds per run (default: examples/micro.toml's)"
+    )
     ap.add_argument("--eval-items", type=int, default=108, help="held-out episodes per evaluation")
-    ap.add_argument("--jobs", type=int, default=2, help="runs at a time (each stage is single-threaded)")
+    ap.add_argument(
+        "--jobs", type=int, default=2, help="runs at a time (each stage is single-threaded)"
+    )
     ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "micro-experiment"))
     args = ap.parse_args()
@@ -256,7 +312,19 @@ def main() -> None:
 
     model = out / "micro-model"
     if not (model / "config.json").exists():
-        run([sys.executable, "-m", "spade_cli", "init-model", str(model), "--kind", "micro", "--force"], log)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "spade_cli",
+                "init-model",
+                str(model),
+                "--kind",
+                "micro",
+                "--force",
+            ],
+            log,
+        )
     base["model"] = {**base.get("model", {}), "path": str(model)}
     try:
         base_eval = evaluate(str(model), out / "heldout-round-000.jsonl.zst", args, log)
@@ -264,9 +332,16 @@ def main() -> None:
         sys.exit(f"micro_experiment: {e}")
     print(f"round 0 (the micro model): held-out {base_eval['all']:.3f}", file=sys.stderr)
 
-    results = {"commit": commit(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-               "config": args.config, "arms": arms, "seeds": seeds, "rounds": args.rounds,
-               "eval_items": args.eval_items, "runs": {}}
+    results = {
+        "commit": commit(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "config": args.config,
+        "arms": arms,
+        "seeds": seeds,
+        "rounds": args.rounds,
+        "eval_items": args.eval_items,
+        "runs": {},
+    }
     from concurrent.futures import ThreadPoolExecutor
 
     def job(arm: str, seed: int):
@@ -275,8 +350,11 @@ def main() -> None:
         except RunFailed as e:  # that run's verdict; the others go on, a rerun resumes it
             print(f"{arm} seed {seed}: {e}", file=sys.stderr)
             return arm, seed, None
-        print(f"{arm} seed {seed}: {res['wall_seconds']:.0f} s, held-out "
-              f"{res['rounds'][-1]['heldout']['all']:.3f}", file=sys.stderr)
+        print(
+            f"{arm} seed {seed}: {res['wall_seconds']:.0f} s, held-out "
+            f"{res['rounds'][-1]['heldout']['all']:.3f}",
+            file=sys.stderr,
+        )
         return arm, seed, res
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

@@ -96,10 +96,14 @@ Output = Annotated[
     ),
 ]
 Zstd = Annotated[bool, typer.Option("--zstd", help="Compress records written to stdout with zstd.")]
-Seed = Annotated[int, typer.Option("--seed", help="Random seed; per-record randomness derives from it.")]
+Seed = Annotated[
+    int, typer.Option("--seed", help="Random seed; per-record randomness derives from it.")
+]
 Shard = Annotated[
     str | None,
-    typer.Option("--shard", help="Process only shard i of n (`i/n`), split by a hash of record ids."),
+    typer.Option(
+        "--shard", help="Process only shard i of n (`i/n`), split by a hash of record ids."
+    ),
 ]
 Limit = Annotated[
     int | None, typer.Option("--limit", min=0, help="Process at most this many input records.")
@@ -118,13 +122,23 @@ Config = Annotated[
 Verbose = Annotated[
     int,
     typer.Option(
-        "-v", "--verbose", count=True, is_eager=True, callback=_set_verbose,
+        "-v",
+        "--verbose",
+        count=True,
+        is_eager=True,
+        callback=_set_verbose,
         help="More detail on stderr; also shows tracebacks.",
     ),
 ]
 Quiet = Annotated[
     bool,
-    typer.Option("-q", "--quiet", is_eager=True, callback=_set_quiet, help="Only errors on stderr; no progress bars."),
+    typer.Option(
+        "-q",
+        "--quiet",
+        is_eager=True,
+        callback=_set_quiet,
+        help="Only errors on stderr; no progress bars.",
+    ),
 ]
 
 
@@ -176,13 +190,22 @@ def stage_command(app: typer.Typer, **groups: type) -> Callable[[Callable], Call
                 if f.name in taken:
                     raise TypeError(f"{fn.__name__}: option {f.name!r} declared twice")
                 taken.add(f.name)
-                params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
-                                                default=f.default, annotation=_typer_option(f)))
+                params.append(
+                    inspect.Parameter(
+                        f.name,
+                        inspect.Parameter.KEYWORD_ONLY,
+                        default=f.default,
+                        annotation=_typer_option(f),
+                    )
+                )
         for name, alias in (("config", Config), ("verbose", Verbose), ("quiet", Quiet)):
             if name not in taken:
                 default = None if name == "config" else (0 if name == "verbose" else False)
-                params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                                                default=default, annotation=alias))
+                params.append(
+                    inspect.Parameter(
+                        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=alias
+                    )
+                )
         own_names = {p.name for p in own}
 
         @functools.wraps(fn)
@@ -268,7 +291,9 @@ def open_output(output: str, zstd: bool = False) -> RecordWriter:
     return RecordWriter(output, compress=True if zstd else None)
 
 
-def peek_until(records: Iterable[dict], wanted: Callable[[dict], bool]) -> tuple[Iterator[dict], bool]:
+def peek_until(
+    records: Iterable[dict], wanted: Callable[[dict], bool]
+) -> tuple[Iterator[dict], bool]:
     """Read records up to the first `wanted` one before loading anything: bad input fails
     fast, and a stream without one passes through without a model. Returns every record
     (those read and the rest) and whether one was found."""
@@ -281,7 +306,9 @@ def peek_until(records: Iterable[dict], wanted: Callable[[dict], bool]) -> tuple
     return iter(head), False
 
 
-def select(records: Iterable[dict], shard: str | None = None, limit: int | None = None) -> Iterator[dict]:
+def select(
+    records: Iterable[dict], shard: str | None = None, limit: int | None = None
+) -> Iterator[dict]:
     """Keep this shard's records (by id hash), then at most `limit` of them."""
     part = parse_shard(shard)
     n = 0

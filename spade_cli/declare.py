@@ -44,9 +44,17 @@ class Opt:
     metavar: str | None = None
 
 
-def option(default: Any = dataclasses.MISSING, *flags: str, help: str, min: float | None = None,
-           max: float | None = None, choices: tuple[str, ...] | None = None, cli: bool = True,
-           metavar: str | None = None, factory: Any = dataclasses.MISSING) -> Any:
+def option(
+    default: Any = dataclasses.MISSING,
+    *flags: str,
+    help: str,
+    min: float | None = None,
+    max: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    cli: bool = True,
+    metavar: str | None = None,
+    factory: Any = dataclasses.MISSING,
+) -> Any:
     """A settings field. `flags` default to `--field-name`; a list default needs `factory`."""
     meta = {"spade": Opt(tuple(flags), " ".join(help.split()), min, max, choices, cli, metavar)}
     if factory is not dataclasses.MISSING:
@@ -92,8 +100,10 @@ def fields_of(cls: type, instance: Any = None) -> list[Field]:
     for f in dataclasses.fields(cls):
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(hints[f.name]):
-            out += [dataclasses.replace(sub, path=(f.name, *sub.path))
-                    for sub in fields_of(hints[f.name], value)]
+            out += [
+                dataclasses.replace(sub, path=(f.name, *sub.path))
+                for sub in fields_of(hints[f.name], value)
+            ]
         elif "spade" in f.metadata:
             out.append(Field((f.name,), hints[f.name], value, f.metadata["spade"]))
     return out
@@ -170,8 +180,13 @@ def check(obj: Any, where: str = "", style: str = "flag") -> Any:
     return obj
 
 
-def table_values(cls: type, table: dict[str, Any], source: str, where: str,
-                 ignore: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+def table_values(
+    cls: type,
+    table: dict[str, Any],
+    source: str,
+    where: str,
+    ignore: set[str] | frozenset[str] = frozenset(),
+) -> dict[str, Any]:
     """The values one TOML table gives, by field name, checked. Keys are field names;
     the long flag's spelling (`num-designs`) is accepted too. Unknown keys (bar
     `ignore`) and bad values are errors that name the field."""
@@ -227,8 +242,9 @@ def to_argv(obj: Any) -> list[str]:
             for v in value:
                 argv += [flag, _text(v)]
         elif value is None:
-            raise ValueError(f"{flag}: None differs from the default {defaults[f.path]!r} "
-                             "and has no flag")
+            raise ValueError(
+                f"{flag}: None differs from the default {defaults[f.path]!r} and has no flag"
+            )
         else:
             argv += [flag, _text(value)]
     return argv

@@ -55,8 +55,13 @@ def _strip_docstrings(tree: ast.AST) -> None:
             continue
         # any bare string statement is a docstring or a comment in disguise
         kept = [
-            s for s in body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str))
+            s
+            for s in body
+            if not (
+                isinstance(s, ast.Expr)
+                and isinstance(s.value, ast.Constant)
+                and isinstance(s.value.value, str)
+            )
         ]
         node.body = kept or [ast.Pass()]
 
@@ -223,6 +228,7 @@ def jaccard(a: Set[int], b: Set[int]) -> float:
 
 # --------------------------------------------------------------------------- index
 
+
 @lru_cache(maxsize=1)
 def _permutations() -> tuple[np.ndarray, np.ndarray]:
     # numpy is imported on first use: commands that never compare code start faster.
@@ -264,7 +270,9 @@ class DedupIndex:
     shingle: int = SHINGLE
     exact: dict[str, str] = field(default_factory=dict)
     sets: dict[str, frozenset[int]] = field(default_factory=dict)
-    buckets: list[dict[bytes, list[str]]] = field(default_factory=lambda: [{} for _ in range(BANDS)])
+    buckets: list[dict[bytes, list[str]]] = field(
+        default_factory=lambda: [{} for _ in range(BANDS)]
+    )
 
     def __len__(self) -> int:
         return len(self.sets)

@@ -51,8 +51,18 @@ from .records import make_id, new_record, seed_for
 from .stage_settings import DesignSettings
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
-PLACEHOLDERS = ("contract", "document", "source", "exemplars", "listing", "round", "skill", "difficulty",
-                "steps", "avoid")
+PLACEHOLDERS = (
+    "contract",
+    "document",
+    "source",
+    "exemplars",
+    "listing",
+    "round",
+    "skill",
+    "difficulty",
+    "steps",
+    "avoid",
+)
 _SECTION = re.compile(r"\{\{([#^])(\w+)\}\}\n?(.*?)\{\{/\2\}\}\n?", re.DOTALL)
 _FIELD = re.compile(r"\{\{(\w+)\}\}")
 _MARK = re.compile(r"^=== (system|user) ===[ \t]*$", re.MULTILINE)
@@ -68,7 +78,13 @@ class Template:
     def load(cls, path: str | Path | None = None) -> Template:
         """A template file, or the name of a shipped one (`micro`: prompts/design_micro.md)."""
         shipped = PROMPTS_DIR / f"design_{path}.md" if path and str(path).isidentifier() else None
-        p = shipped if shipped is not None and shipped.is_file() else Path(path) if path else PROMPTS_DIR / "design.md"
+        p = (
+            shipped
+            if shipped is not None and shipped.is_file()
+            else Path(path)
+            if path
+            else PROMPTS_DIR / "design.md"
+        )
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as e:
@@ -77,11 +93,15 @@ class Template:
         # split gives [before, name, body, name, body, ...]
         named = {parts[i]: parts[i + 1].strip("\n") for i in range(1, len(parts) - 1, 2)}
         if "user" not in named:
-            raise UsageError(f"--prompt {p}: needs a line '=== user ===' (and optionally '=== system ===')")
+            raise UsageError(
+                f"--prompt {p}: needs a line '=== user ===' (and optionally '=== system ===')"
+            )
         for name in _FIELD.findall(text) + [m[1] for m in _SECTION.findall(text)]:
             if name not in PLACEHOLDERS:
-                raise UsageError(f"--prompt {p}: unknown placeholder {{{{{name}}}}} "
-                                 f"(known: {', '.join(PLACEHOLDERS)})")
+                raise UsageError(
+                    f"--prompt {p}: unknown placeholder {{{{{name}}}}} "
+                    f"(known: {', '.join(PLACEHOLDERS)})"
+                )
         return cls(named.get("system", ""), named["user"], str(p))
 
 
@@ -158,10 +178,19 @@ class DesignPrompt:
     exemplars: list[str]
 
 
-def build_prompt(engine: Engine, template: Template, contract: str, doc: dict | None,
-                 exemplars: list[dict], listing_text: str, round_: int,
-                 doc_tokens: int, max_prompt_tokens: int, extra: dict[str, str] | None = None,
-                 exemplar_chars: int = 0) -> DesignPrompt:
+def build_prompt(
+    engine: Engine,
+    template: Template,
+    contract: str,
+    doc: dict | None,
+    exemplars: list[dict],
+    listing_text: str,
+    round_: int,
+    doc_tokens: int,
+    max_prompt_tokens: int,
+    extra: dict[str, str] | None = None,
+    exemplar_chars: int = 0,
+) -> DesignPrompt:
     """The designer's messages for one document, fitted to `max_prompt_tokens`; `extra`
     fills the skill, difficulty, steps and avoid placeholders."""
     doc_text = excerpt(doc["text"], doc_tokens, engine.tokenizer) if doc is not None else None
@@ -185,7 +214,9 @@ def build_prompt(engine: Engine, template: Template, contract: str, doc: dict | 
         ids = engine.chat_ids(messages)
         over = len(ids) - max_prompt_tokens
         if over <= 0:
-            return DesignPrompt(messages, ids, doc_text, [e.get("name") or e.get("id") for e in exemplars])
+            return DesignPrompt(
+                messages, ids, doc_text, [e.get("name") or e.get("id") for e in exemplars]
+            )
         if exemplars:
             exemplars.pop()
         elif len(listing_lines) > 4:
@@ -213,18 +244,30 @@ def prompt_budget(settings: DesignSettings, engine: Engine) -> int:
     room = engine.max_model_len - settings.sampling.max_tokens
     budget = settings.max_prompt_tokens or room
     if budget > room:
-        raise UsageError(f"--max-prompt-tokens {budget} + --max-tokens {settings.sampling.max_tokens} "
-                         f"exceed the model's context of {engine.max_model_len} tokens")
+        raise UsageError(
+            f"--max-prompt-tokens {budget} + --max-tokens {settings.sampling.max_tokens} "
+            f"exceed the model's context of {engine.max_model_len} tokens"
+        )
     if budget < 64:
-        raise UsageError(f"no room for a prompt: the model's context is {engine.max_model_len} "
-                         f"tokens and --max-tokens is {settings.sampling.max_tokens}")
+        raise UsageError(
+            f"no room for a prompt: the model's context is {engine.max_model_len} "
+            f"tokens and --max-tokens is {settings.sampling.max_tokens}"
+        )
     return budget
 
 
-def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSettings,
-                   memory: list[dict] | None = None, template: Template | None = None, *,
-                   seed: int = 0, round: int = 0, attempt: int = 1,
-                   stand_ins: dict[str, dict] | None = None) -> Iterator[dict]:
+def design_records(
+    docs: Iterable[dict],
+    engine: Engine,
+    settings: DesignSettings,
+    memory: list[dict] | None = None,
+    template: Template | None = None,
+    *,
+    seed: int = 0,
+    round: int = 0,
+    attempt: int = 1,
+    stand_ins: dict[str, dict] | None = None,
+) -> Iterator[dict]:
     """Candidate records, `designs_per_doc` per doc, in input order. `memory` holds the env
     entries exemplars and the listing come from (ignored with `no_memory`). A later
     `attempt` (a document whose earlier designs all failed validation) keeps the group,
@@ -247,12 +290,38 @@ def design_records(docs: Iterable[dict], engine: Engine, settings: DesignSetting
     for doc in docs:
         batch.append(doc)
         if len(batch) >= settings.batch_docs:
-            yield from _design_batch(batch, engine, settings, base, template, contract, entries,
-                                     listing_text, budget, seed, round, attempt, stand_ins)
+            yield from _design_batch(
+                batch,
+                engine,
+                settings,
+                base,
+                template,
+                contract,
+                entries,
+                listing_text,
+                budget,
+                seed,
+                round,
+                attempt,
+                stand_ins,
+            )
             batch = []
     if batch:
-        yield from _design_batch(batch, engine, settings, base, template, contract, entries,
-                                 listing_text, budget, seed, round, attempt, stand_ins)
+        yield from _design_batch(
+            batch,
+            engine,
+            settings,
+            base,
+            template,
+            contract,
+            entries,
+            listing_text,
+            budget,
+            seed,
+            round,
+            attempt,
+            stand_ins,
+        )
 
 
 def _nth(attempt: int, i: int) -> int | str:
@@ -260,53 +329,103 @@ def _nth(attempt: int, i: int) -> int | str:
     return i if attempt == 1 else f"{attempt}:{i}"
 
 
-def _design_batch(docs, engine, settings, base, template, contract, entries, listing_text, budget,
-                  seed, round, attempt=1, stand_ins=None):
+def _design_batch(
+    docs,
+    engine,
+    settings,
+    base,
+    template,
+    contract,
+    entries,
+    listing_text,
+    budget,
+    seed,
+    round,
+    attempt=1,
+    stand_ins=None,
+):
     from . import memory, skills
 
-    active = skills.active_skills(skills.resolve(settings.skill_set, settings.skills),
-                                  settings.skills_per_round, round)
+    active = skills.active_skills(
+        skills.resolve(settings.skill_set, settings.skills), settings.skills_per_round, round
+    )
     convs, samplings, meta = [], [], []
     for doc in docs:
         doc_group = make_id("group", doc["id"], round, seed)
         skill, level = skills.pick(active, settings.difficulty, seed, round, doc["id"])
         pick_seed = seed_for(seed, "exemplars", f"{round}:{doc['id']}")
-        extra = {"skill": skill.prompt_text() if skill else "", "difficulty": level or "",
-                 "steps": str(skills.min_steps(level))}
+        extra = {
+            "skill": skill.prompt_text() if skill else "",
+            "difficulty": level or "",
+            "steps": str(skills.min_steps(level)),
+        }
         if settings.memory_policy == "published":
-            chosen = memory.select_published(entries, skill.name if skill else None, settings.exemplars, pick_seed)
-            extra["avoid"] = memory.avoid_line(memory.avoid_entry(entries, skill.name if skill else None, pick_seed))
+            chosen = memory.select_published(
+                entries, skill.name if skill else None, settings.exemplars, pick_seed
+            )
+            extra["avoid"] = memory.avoid_line(
+                memory.avoid_entry(entries, skill.name if skill else None, pick_seed)
+            )
             chars = settings.exemplar_chars
         else:
-            chosen = memory.select_exemplars(entries, settings.exemplars, seed=seed_for(seed, "exemplars", doc["id"]))
+            chosen = memory.select_exemplars(
+                entries, settings.exemplars, seed=seed_for(seed, "exemplars", doc["id"])
+            )
             chars = 0
         shown = (stand_ins or {}).get(doc["id"], doc)
-        prompt = build_prompt(engine, template, contract, None if settings.no_doc else shown, chosen,
-                              listing_text, round, settings.doc_tokens, budget, extra, chars)
+        prompt = build_prompt(
+            engine,
+            template,
+            contract,
+            None if settings.no_doc else shown,
+            chosen,
+            listing_text,
+            round,
+            settings.doc_tokens,
+            budget,
+            extra,
+            chars,
+        )
         if settings.doc_per_design:
             group = make_id("group", "skill", skill.name if skill else "", round, seed)
             count = 1
         else:
             group, count = doc_group, settings.designs_per_doc
         for i in range(count):
-            s = Sampling(temperature=base.temperature, top_p=base.top_p, max_tokens=base.max_tokens,
-                         seed=seed_for(seed, "design", f"{doc_group}:{_nth(attempt, i)}"), stop=list(base.stop))
+            s = Sampling(
+                temperature=base.temperature,
+                top_p=base.top_p,
+                max_tokens=base.max_tokens,
+                seed=seed_for(seed, "design", f"{doc_group}:{_nth(attempt, i)}"),
+                stop=list(base.stop),
+            )
             convs.append(prompt.messages)
             samplings.append(s)
             meta.append((doc, shown, doc_group, group, i, prompt, skill, level))
     gens = engine.chat(convs, samplings)
-    for (doc, shown, doc_group, group, i, prompt, skill, level), s, g in zip(meta, samplings, gens,
-                                                                               strict=True):
+    for (doc, shown, doc_group, group, i, prompt, skill, level), s, g in zip(
+        meta, samplings, gens, strict=True
+    ):
         doc_field = None
         if not settings.no_doc:
-            doc_field = {"id": shown["id"], "text": prompt.doc_text, "source": shown.get("source"),
-                         "chars": len(shown["text"])}
+            doc_field = {
+                "id": shown["id"],
+                "text": prompt.doc_text,
+                "source": shown.get("source"),
+                "chars": len(shown["text"]),
+            }
             if shown is not doc:
                 doc_field["stands_in_for"] = doc["id"]
         yield new_record(
-            "candidate", make_id("cand", doc_group, _nth(attempt, i)), [doc["id"]],
-            origin="design", round=round, group=group, doc=doc_field,
-            skill=skill.name if skill else None, difficulty=level,
+            "candidate",
+            make_id("cand", doc_group, _nth(attempt, i)),
+            [doc["id"]],
+            origin="design",
+            round=round,
+            group=group,
+            doc=doc_field,
+            skill=skill.name if skill else None,
+            difficulty=level,
             design={
                 "messages": prompt.messages,
                 "text": g.text,

@@ -23,9 +23,11 @@ from .envs.actions import strip_thinking
 from .envs.leaks import hint_leak
 from .records import seed_for
 
-TOOL_RULES = ("- This is a tool-use environment: describe the phases of the task and the role "
-              "of each tool, with placeholders such as <id> or <amount> instead of concrete "
-              "values.\n")
+TOOL_RULES = (
+    "- This is a tool-use environment: describe the phases of the task and the role "
+    "of each tool, with placeholders such as <id> or <amount> instead of concrete "
+    "values.\n"
+)
 
 
 def load_template(path: str | None = None) -> str:
@@ -40,9 +42,12 @@ def hint_prompt(template: str, cand: dict, max_code_chars: int) -> str:
     if len(code) > max_code_chars:
         code = code[:max_code_chars] + "\n# ... (cut)"
     tools = bool(env.get("tools"))
-    return template.format(name=env.get("name") or "environment", code=code,
-                           tool_note=" and the tools it offers" if tools else "",
-                           tool_rules=TOOL_RULES if tools else "")
+    return template.format(
+        name=env.get("name") or "environment",
+        code=code,
+        tool_note=" and the tools it offers" if tools else "",
+        tool_rules=TOOL_RULES if tools else "",
+    )
 
 
 def clean(text: str) -> str:
@@ -50,47 +55,82 @@ def clean(text: str) -> str:
     text = " ".join(strip_thinking(text).split())
     for label in ("hint:", "the hint:"):
         if text.casefold().startswith(label):
-            text = text[len(label):].strip()
+            text = text[len(label) :].strip()
     return text
 
 
 def is_target(cand: dict) -> bool:
-    return (cand.get("validation") or {}).get("valid") is True and isinstance((cand.get("env") or {}).get("code"), str)
+    return (cand.get("validation") or {}).get("valid") is True and isinstance(
+        (cand.get("env") or {}).get("code"), str
+    )
 
 
-def add_hints(cands: Iterable[dict], engine: Any, sampling: Any, solutions_of: Callable[[dict], list[list[str]]],
-              *, template: str, attempts: int = 3, max_code_chars: int = 12000, seed: int = 0,
-              batch: int = 16) -> Iterator[dict]:
+def add_hints(
+    cands: Iterable[dict],
+    engine: Any,
+    sampling: Any,
+    solutions_of: Callable[[dict], list[list[str]]],
+    *,
+    template: str,
+    attempts: int = 3,
+    max_code_chars: int = 12000,
+    seed: int = 0,
+    batch: int = 16,
+) -> Iterator[dict]:
     """Every candidate, in order; the valid ones with `hint` added. Candidates are
     hinted `batch` at a time: one engine call per attempt over those still needing one."""
     buf: list[dict] = []
     for cand in cands:
         buf.append(cand)
         if sum(map(is_target, buf)) >= batch:
-            yield from _hint_batch(buf, engine, sampling, solutions_of, template, attempts, max_code_chars, seed)
+            yield from _hint_batch(
+                buf, engine, sampling, solutions_of, template, attempts, max_code_chars, seed
+            )
             buf = []
-    yield from _hint_batch(buf, engine, sampling, solutions_of, template, attempts, max_code_chars, seed)
+    yield from _hint_batch(
+        buf, engine, sampling, solutions_of, template, attempts, max_code_chars, seed
+    )
 
 
-def _hint_batch(buf, engine, sampling, solutions_of, template, attempts, max_code_chars, seed) -> list[dict]:
+def _hint_batch(
+    buf, engine, sampling, solutions_of, template, attempts, max_code_chars, seed
+) -> list[dict]:
     todo = {i: c for i, c in enumerate(buf) if is_target(c)}
-    prompts = {i: [{"role": "user", "content": hint_prompt(template, c, max_code_chars)}] for i, c in todo.items()}
+    prompts = {
+        i: [{"role": "user", "content": hint_prompt(template, c, max_code_chars)}]
+        for i, c in todo.items()
+    }
     sols = {i: solutions_of(c) for i, c in todo.items()}
     result: dict[int, dict] = {}
     left = list(todo)
     for attempt in range(1, attempts + 1):
         if not left:
             break
-        samplings = [replace(sampling, seed=seed_for(seed, "hint", f"{todo[i].get('id')}:{attempt}")) for i in left]
+        samplings = [
+            replace(sampling, seed=seed_for(seed, "hint", f"{todo[i].get('id')}:{attempt}"))
+            for i in left
+        ]
         gens = engine.chat([prompts[i] for i in left], samplings)
         again = []
         for i, g in zip(left, gens, strict=True):
             text = clean(g.text)
-            reason = "empty" if not text else next(filter(None, (hint_leak(text, s) for s in sols[i])), None)
-            result[i] = {"text": text, "ok": reason is None, "reason": reason, "attempts": attempt,
-                         "source": "model", "engine": engine.name, "model": engine.model,
-                         "prompt_ids": list(g.prompt_ids), "completion_ids": list(g.completion_ids),
-                         "finish_reason": g.finish_reason}
+            reason = (
+                "empty"
+                if not text
+                else next(filter(None, (hint_leak(text, s) for s in sols[i])), None)
+            )
+            result[i] = {
+                "text": text,
+                "ok": reason is None,
+                "reason": reason,
+                "attempts": attempt,
+                "source": "model",
+                "engine": engine.name,
+                "model": engine.model,
+                "prompt_ids": list(g.prompt_ids),
+                "completion_ids": list(g.completion_ids),
+                "finish_reason": g.finish_reason,
+            }
             if reason is not None:
                 again.append(i)
         left = again

@@ -74,7 +74,9 @@ def quiet() -> bool:
     return bool(_state["quiet"])
 
 
-def progress(it: Iterable[T], desc: str, total: int | None = None, unit: str = "rec") -> Iterable[T]:
+def progress(
+    it: Iterable[T], desc: str, total: int | None = None, unit: str = "rec"
+) -> Iterable[T]:
     """A tqdm bar on stderr, only when stderr is a terminal and not --quiet."""
     if _state["quiet"] or not sys.stderr.isatty():
         return it

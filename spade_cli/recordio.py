@@ -264,8 +264,10 @@ class RecordReader:
                 if self.skip_bad:
                     self.bad += 1
                     continue
-                raise self.error(f"schema version {rec['v']!r}, but this spade reads version "
-                                 f"{SCHEMA_VERSION} records")
+                raise self.error(
+                    f"schema version {rec['v']!r}, but this spade reads version "
+                    f"{SCHEMA_VERSION} records"
+                )
             if check is not None:
                 check(rec)
             yield rec
@@ -407,7 +409,9 @@ def load_all(path: str, **kwargs: Any) -> list[Record]:
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
     """Write a small file (JSON, TOML, PNG) atomically."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.partial-{os.getpid()}")
+    tmp = os.path.join(
+        os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.partial-{os.getpid()}"
+    )
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
@@ -428,7 +432,7 @@ def remove_dead_partials(path: str | os.PathLike) -> list[str]:
     except FileNotFoundError:
         return gone
     for name in names:
-        pid = name[len(prefix):]
+        pid = name[len(prefix) :]
         if not (name.startswith(prefix) and pid.isdigit()):
             continue
         try:

@@ -93,9 +93,9 @@ REASONS = (
     "timeout",
     "memory",
     "crash",
-    "limit",        # sandbox: processes, open files, file size, /tmp or /dev/shm exhausted
-    "flood",        # sandbox: a reply or the environment's printing exceeded its cap
-    "protocol",     # sandbox: the worker wrote something that is not a well-formed reply
+    "limit",  # sandbox: processes, open files, file size, /tmp or /dev/shm exhausted
+    "flood",  # sandbox: a reply or the environment's printing exceeded its cap
+    "protocol",  # sandbox: the worker wrote something that is not a well-formed reply
     "duplicate",
     "judged_invalid",  # with --judge: the model under test found a fatal bug (envs/judge.py)
 )

@@ -58,7 +58,10 @@ def report(command: str) -> None:
     path = os.environ.get("SPADE_TIMINGS")
     if not path:
         return
-    line = {"command": command, "wall": round(time.perf_counter() - _START, 4),
-            "phases": {k: round(v, 4) for k, v in _phases.items()}}
+    line = {
+        "command": command,
+        "wall": round(time.perf_counter() - _START, 4),
+        "phases": {k: round(v, 4) for k, v in _phases.items()},
+    }
     with open(path, "ab") as fh:  # one short append per process: atomic enough for O_APPEND
         fh.write(orjson.dumps(line) + b"\n")

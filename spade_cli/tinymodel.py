@@ -167,8 +167,13 @@ def _nudge(model, tokenizer, files: list[Path], steps: int, seed: int) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
     for step in range(steps):
-        batch = tokenizer(texts[step * 8 : (step + 1) * 8], return_tensors="pt", padding=True,
-                          truncation=True, max_length=128)
+        batch = tokenizer(
+            texts[step * 8 : (step + 1) * 8],
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=128,
+        )
         labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
         loss = model(**batch, labels=labels).loss
         loss.backward()
@@ -177,8 +182,13 @@ def _nudge(model, tokenizer, files: list[Path], steps: int, seed: int) -> None:
     model.eval()
 
 
-def build_tiny_model(out_dir: str | Path, seed: int = 0, train_steps: int = 0,
-                     tokenizer_text: list[Path] | None = None, **overrides) -> Path:
+def build_tiny_model(
+    out_dir: str | Path,
+    seed: int = 0,
+    train_steps: int = 0,
+    tokenizer_text: list[Path] | None = None,
+    **overrides,
+) -> Path:
     """Write a tiny HF-format causal LM + tokenizer + chat template to `out_dir`.
 
     `train_steps` > 0 trains the random init briefly on local text (about a quarter
@@ -197,7 +207,9 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, train_steps: int = 0,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = corpus_files()
-    tokenizer = _wrap_tokenizer(train_tokenizer(files + list(tokenizer_text or []), cfg["vocab_size"]))
+    tokenizer = _wrap_tokenizer(
+        train_tokenizer(files + list(tokenizer_text or []), cfg["vocab_size"])
+    )
     tokenizer.model_max_length = cfg["max_position_embeddings"]
 
     ids = tokenizer.convert_tokens_to_ids
@@ -238,7 +250,10 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, train_steps: int = 0,
     tc["tokenizer_class"] = "Qwen2Tokenizer"
     tc_path.write_text(json.dumps(tc, indent=2) + "\n")
     (out / "spade_tiny_model.json").write_text(
-        json.dumps({"seed": seed, "train_steps": train_steps, **cfg, "corpus": [f.name for f in files]}, indent=1)
+        json.dumps(
+            {"seed": seed, "train_steps": train_steps, **cfg, "corpus": [f.name for f in files]},
+            indent=1,
+        )
         + "\n"
     )
     return out

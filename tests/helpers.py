@@ -17,8 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 EVAL_INSTALL = "install the eval suites with: pip install --no-deps -r requirements-eval.txt"
 
 
-def run_cli(command: str, *args: str, input: bytes | None = None, timeout: float = 600,
-            env: dict | None = None, cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    command: str,
+    *args: str,
+    input: bytes | None = None,
+    timeout: float = 600,
+    env: dict | None = None,
+    cwd: str | Path | None = None,
+) -> subprocess.CompletedProcess:
     """Run `spade-<command> args...`; returns the CompletedProcess (stdout/stderr as bytes)."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(

@@ -15,7 +15,7 @@ USER, END, ASSISTANT = "<|im_start|>user\n", "<|im_end|>", "<|im_start|>assistan
 def first_user_message(text: str) -> str:
     """The first user turn's content in a ChatML-rendered conversation."""
     start = text.index(USER) + len(USER)
-    return text[start:text.index(END, start)]
+    return text[start : text.index(END, start)]
 
 
 class ScriptedEngine:

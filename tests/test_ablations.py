@@ -14,14 +14,28 @@ ABLATIONS = sorted((Path(__file__).resolve().parents[1] / "examples" / "ablation
 
 
 def test_every_published_ablation_is_shipped():
-    assert {p.stem for p in ABLATIONS} == {"no-corpus", "no-memory", "no-designer-training-no-memory",
-                                           "fixed-pool", "two-skills", "solve-rate", "learning-potential", "regret-var"}
+    assert {p.stem for p in ABLATIONS} == {
+        "no-corpus",
+        "no-memory",
+        "no-designer-training-no-memory",
+        "fixed-pool",
+        "two-skills",
+        "solve-rate",
+        "learning-potential",
+        "regret-var",
+    }
 
 
 @pytest.mark.parametrize("path", ABLATIONS, ids=lambda p: p.stem)
 def test_ablation_config_loads_and_gives_a_round(path):
-    estimator = next((line.split('"')[1] for line in path.read_text().splitlines()
-                      if line.startswith("estimator")), "blend")
+    estimator = next(
+        (
+            line.split('"')[1]
+            for line in path.read_text().splitlines()
+            if line.startswith("estimator")
+        ),
+        "blend",
+    )
     assert estimator in ESTIMATORS
     cfg = load_config(str(path))
     stages = {s.name: s for s in round_stages(cfg, 1)}
@@ -54,8 +68,11 @@ def test_doc_per_design_samples_one_document_per_design(tmp_path):
 def test_learning_potential_trackers_update_where_the_window_is_scored(tmp_path):
     """One designer step per round: spade-regret updates them. A window of agent steps:
     regret-window does, from the window's plays; the step-1 scoring only reads them."""
-    lp = {"runs_dir": str(tmp_path), "regret": {"estimator": "learning-potential"},
-          "train": {"role": "both"}}
+    lp = {
+        "runs_dir": str(tmp_path),
+        "regret": {"estimator": "learning-potential"},
+        "train": {"role": "both"},
+    }
     one = {s.name: s for s in round_stages(load_config(None, lp), 2)}
     assert "--state" in one["regret"].args and "--state-from" in one["regret"].args
     window = load_config(None, {**lp, "loop": {"agent_steps": 4}})
@@ -72,11 +89,18 @@ def test_each_design_pass_after_the_first_samples_fresh_documents(tmp_path):
     stages = {s.name: s for s in round_stages(cfg, 1)}
     for a in (2, 3):
         docs = stages[f"sample-docs-{a}"]
-        assert docs.args[docs.args.index("--seed") + 1] != stages["sample-docs"].args[
-            stages["sample-docs"].args.index("--seed") + 1]
+        assert (
+            docs.args[docs.args.index("--seed") + 1]
+            != stages["sample-docs"].args[stages["sample-docs"].args.index("--seed") + 1]
+        )
         design = stages[f"design-{a}"].args
         assert design[design.index("--fresh-docs") + 1] == str(docs.output)
-    same = load_config(None, {"runs_dir": str(tmp_path), "design": {"attempts": 3, "redesign_doc": "same"}})
+    same = load_config(
+        None, {"runs_dir": str(tmp_path), "design": {"attempts": 3, "redesign_doc": "same"}}
+    )
     names = [s.name for s in round_stages(same, 1)]
-    assert "sample-docs-2" not in names and "--fresh-docs" not in next(
-        s for s in round_stages(same, 1) if s.name == "design-2").args
+    assert (
+        "sample-docs-2" not in names
+        and "--fresh-docs"
+        not in next(s for s in round_stages(same, 1) if s.name == "design-2").args
+    )

@@ -25,7 +25,7 @@ from .scripted_engine import ScriptedEngine
 CFG = SandboxConfig(call_timeout=5.0)
 
 # Never ends by itself and declares no max_turns: only the driver's limit stops it.
-ENDLESS = '''
+ENDLESS = """
 import gymnasium as gym
 
 class Endless(gym.Env):
@@ -37,7 +37,7 @@ class Endless(gym.Env):
 
     def step(self, action):
         return "again", 0.0, False, False, {}
-'''
+"""
 
 
 class Recorder:
@@ -108,15 +108,23 @@ def test_eval_and_rollout_turn_a_reply_into_the_same_actions(tiny_tokenizer, rep
 
 def test_the_parser_drops_thinking_and_reads_every_real_call():
     calls, actions = reply_actions(REPLIES[3], TOOLS, parse_tool_calls)
-    assert [json.loads(a) for a in actions] == [{"name": "add", "arguments": {"a": 1, "b": 2}},
-                                               {"name": "add", "arguments": {"a": 3}}]
+    assert [json.loads(a) for a in actions] == [
+        {"name": "add", "arguments": {"a": 1, "b": 2}},
+        {"name": "add", "arguments": {"a": 3}},
+    ]
     assert len(calls) == 2
     assert reply_actions(REPLIES[1], None, parse_tool_calls) == ([], ["down"])
     assert reply_actions(REPLIES[3], None, parse_tool_calls)[0] == []  # no tools: text
 
 
 def test_turn_limit_default_and_cap():
-    assert turn_limit(None) == turn_limit(0) == turn_limit("7") == turn_limit(True) == DEFAULT_MAX_TURNS
+    assert (
+        turn_limit(None)
+        == turn_limit(0)
+        == turn_limit("7")
+        == turn_limit(True)
+        == DEFAULT_MAX_TURNS
+    )
     assert turn_limit(5) == 5 and turn_limit(None, 3) == 3 and turn_limit(5, 9) == 5
 
 
@@ -131,8 +139,17 @@ def test_eval_rollout_and_gym_wrapper_agree_on_the_default_turn_limit(tiny_token
 
     # rollout: a sandboxed candidate without max_turns, played by the replay agent
     env_rec = {"code": ENDLESS, "name": "endless", "summary": "endless", "max_turns": None}
-    cand = new_record("candidate", "cand-endless", [], origin="design", round=0, group="g",
-                      doc=None, env=env_rec, validation={"valid": True, "reason": "ok"})
+    cand = new_record(
+        "candidate",
+        "cand-endless",
+        [],
+        origin="design",
+        round=0,
+        group="g",
+        doc=None,
+        env=env_rec,
+        validation={"valid": True, "reason": "ok"},
+    )
     [rec] = run_rollouts([cand], ReplayAgent(), k=1, sandbox_cfg=CFG)
     ro = rec["rollouts"]
     assert {e["stop"] for e in ro["nohint"] + ro["hint"]} == {"max_turns"}
@@ -143,8 +160,13 @@ def test_eval_rollout_and_gym_wrapper_agree_on_the_default_turn_limit(tiny_token
         truncated = [gym_env.step("x")[3] for _ in range(DEFAULT_MAX_TURNS)]
     assert truncated.index(True) + 1 == DEFAULT_MAX_TURNS
 
-    assert ev["num_turns"] == ro["max_turns"] == ro["nohint"][0]["num_turns"] == gym_env.max_turns \
+    assert (
+        ev["num_turns"]
+        == ro["max_turns"]
+        == ro["nohint"][0]["num_turns"]
+        == gym_env.max_turns
         == DEFAULT_MAX_TURNS
+    )
 
 
 def test_a_turn_is_a_step_call_in_eval_and_rollout(tiny_tokenizer):
@@ -152,9 +174,16 @@ def test_a_turn_is_a_step_call_in_eval_and_rollout(tiny_tokenizer):
     reply = REPLIES[3]  # two real calls outside <think>
     reply = reply + reply.split("</think>")[1]  # four calls
     env = Recorder(TOOLS, max_turns=2)
-    [[ev]] = run_model(fixed(tiny_tokenizer, reply), [Task("t", "t/0", "t", lambda: env, seed=0)], 1,
-                       Sampling(max_tokens=4), seed=0)
-    assert len(env.actions) == ev["num_turns"] == len(ev["turns"]) == 2 and ev["stop"] == "max_turns"
+    [[ev]] = run_model(
+        fixed(tiny_tokenizer, reply),
+        [Task("t", "t/0", "t", lambda: env, seed=0)],
+        1,
+        Sampling(max_tokens=4),
+        seed=0,
+    )
+    assert (
+        len(env.actions) == ev["num_turns"] == len(ev["turns"]) == 2 and ev["stop"] == "max_turns"
+    )
     assert len(rollout_actions(reply, TOOLS, max_turns=2)) == 2
 
 
@@ -179,7 +208,9 @@ class Serial(Recorder):
 
 def test_environments_that_are_not_threadsafe_take_turns(tiny_tokenizer):
     tasks = [Task("t", f"t/{i}", "t", lambda: Serial(max_turns=3), seed=0) for i in range(8)]
-    results = run_model(fixed(tiny_tokenizer, "x"), tasks, 2, Sampling(max_tokens=4), seed=0, workers=8)
+    results = run_model(
+        fixed(tiny_tokenizer, "x"), tasks, 2, Sampling(max_tokens=4), seed=0, workers=8
+    )
     assert [s["stop"] for r in results for s in r] == ["max_turns"] * 16
 
 
@@ -187,11 +218,18 @@ def test_eval_sampling_seeds_are_per_sample_and_turn(tiny_tokenizer):
     from spade_cli.records import seed_for
 
     eng = fixed(tiny_tokenizer, "x")
-    [samples] = run_model(eng, [Task("t", "t/0", "t", lambda: Recorder(max_turns=2), seed=0)], 2,
-                          Sampling(temperature=1.0, max_tokens=4), seed=7)
+    [samples] = run_model(
+        eng,
+        [Task("t", "t/0", "t", lambda: Recorder(max_turns=2), seed=0)],
+        2,
+        Sampling(temperature=1.0, max_tokens=4),
+        seed=7,
+    )
     per_sample = [seed_for(7, "eval", f"t/t/0/{i}") for i in range(2)]
     assert [s["seed"] for s in samples] == per_sample
-    assert [s.seed for s in eng.samplings] == [seed_for(b, "turn", str(t)) for t in range(2) for b in per_sample]
+    assert [s.seed for s in eng.samplings] == [
+        seed_for(b, "turn", str(t)) for t in range(2) for b in per_sample
+    ]
 
 
 class Steps(Recorder):
@@ -210,8 +248,13 @@ def test_the_oracle_plays_a_list_of_calls_as_one_generation():
 
     env = Steps()
     call = json.dumps({"name": "add", "arguments": {"a": 1}})
-    task = Task("t", "t/0", "t", lambda: env, seed=0, oracle=lambda e, obs, info: [[call, call], "done"])
+    task = Task(
+        "t", "t/0", "t", lambda: env, seed=0, oracle=lambda e, obs, info: [[call, call], "done"]
+    )
     [[ev]] = run_oracle([task])
     assert env.actions == [call, call, "done"] and env.model_steps == 1
     assert ev["num_turns"] == 3
-    assert ev["stop"] == "max_turns" and ev["detail"] == "oracle actions ran out before the episode ended"
+    assert (
+        ev["stop"] == "max_turns"
+        and ev["detail"] == "oracle actions ran out before the episode ended"
+    )

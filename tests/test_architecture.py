@@ -69,8 +69,9 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1]
-                                + ([node.module] if node.module else []))
+                base = ".".join(
+                    parts[: len(parts) - node.level + 1] + ([node.module] if node.module else [])
+                )
             else:
                 base = node.module or ""
             for alias in node.names:
@@ -136,7 +137,8 @@ def test_the_circle_finder_finds_a_circle_and_reads_every_kind_of_import(tmp_pat
     (pkg / "loop" / "__init__.py").write_text("from .runner import Loop\n")
     (pkg / "loop" / "runner.py").write_text("from .report import summary\n")
     (pkg / "loop" / "report.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .runner import Round\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .runner import Round\n"
+    )
     (pkg / "loop" / "recipe.py").write_text("def f():\n    import spade_cli.loop.report\n")
     graph = import_graph(tmp_path)
     assert graph["spade_cli.loop.recipe"] == {"spade_cli.loop.report"}
@@ -154,8 +156,11 @@ def line_count(path: Path) -> int:
 
 
 def test_modules_over_the_line_limit_are_listed_with_their_one_job():
-    long = {str(p.relative_to(ROOT)) for p in package_modules(ROOT).values()
-            if line_count(p) > MAX_LINES}
+    long = {
+        str(p.relative_to(ROOT))
+        for p in package_modules(ROOT).values()
+        if line_count(p) > MAX_LINES
+    }
     unlisted = sorted(long - set(LONG_MODULES))
     assert not unlisted, f"over {MAX_LINES} lines: split them, or list each with its one job"
 

@@ -107,7 +107,9 @@ def test_config_file_sets_defaults_and_flags_win(tmp_path):
     cfg.write_text("limt = 3\n")
     r = run_cli("cat", "--config", str(cfg), input=data)
     assert r.returncode == 2
-    assert r.stderr.decode().strip() == f"spade-cat: error: {cfg}: unknown option 'limt' for spade-cat"
+    assert (
+        r.stderr.decode().strip() == f"spade-cat: error: {cfg}: unknown option 'limt' for spade-cat"
+    )
 
 
 def test_shards_partition_records():

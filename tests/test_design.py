@@ -23,9 +23,16 @@ from spade_cli.errors import UsageError
 
 
 def doc(i: int, text: str | None = None) -> dict:
-    return {"kind": "doc", "v": 1, "id": f"doc-{i}", "parents": [],
-            "text": text or f"Document {i}. A ferry crosses a river carrying at most two passengers. " * 5,
-            "chars": 0, "source": {"path": "corpus.jsonl", "name": "demo", "line": i + 1}}
+    return {
+        "kind": "doc",
+        "v": 1,
+        "id": f"doc-{i}",
+        "parents": [],
+        "text": text
+        or f"Document {i}. A ferry crosses a river carrying at most two passengers. " * 5,
+        "chars": 0,
+        "source": {"path": "corpus.jsonl", "name": "demo", "line": i + 1},
+    }
 
 
 def jsonl(records) -> bytes:
@@ -50,8 +57,14 @@ class Run:
 
     def __init__(self, seed: int = 5, round: int = 3, **kw):
         # One document per group of G and the diverse memory policy unless a test says otherwise.
-        base = dict(designs_per_doc=2, sampling=Sampling(max_tokens=12), doc_tokens=64,
-                    max_prompt_tokens=3000, doc_per_design=False, memory_policy="diverse")
+        base = dict(
+            designs_per_doc=2,
+            sampling=Sampling(max_tokens=12),
+            doc_tokens=64,
+            max_prompt_tokens=3000,
+            doc_per_design=False,
+            memory_policy="diverse",
+        )
         self.settings, self.seed, self.round = DesignSettings(**{**base, **kw}), seed, round
 
 
@@ -60,14 +73,33 @@ def settings(**kw) -> Run:
 
 
 def design_records(docs, eng, run: Run, memory=None, template=None):
-    return _design_records(docs, eng, run.settings, memory, template, seed=run.seed, round=run.round)
+    return _design_records(
+        docs, eng, run.settings, memory, template, seed=run.seed, round=run.round
+    )
 
 
 @pytest.mark.slow
 def test_cli_records_complete_consistent_and_deterministic(cli, tiny_model):
-    args = ["design", "--model", tiny_model, "-G", "3", "--max-tokens", "10", "--doc-tokens", "48",
-            "--seed", "11", "--round", "2", "--max-prompt-tokens", "2500", "--doc-per-group",
-            "--memory-policy", "diverse"]
+    args = [
+        "design",
+        "--model",
+        tiny_model,
+        "-G",
+        "3",
+        "--max-tokens",
+        "10",
+        "--doc-tokens",
+        "48",
+        "--seed",
+        "11",
+        "--round",
+        "2",
+        "--max-prompt-tokens",
+        "2500",
+        "--doc-per-group",
+        "--memory-policy",
+        "diverse",
+    ]
     inp = jsonl([doc(0), doc(1)])
     r1, r2 = cli(*args, input=inp), cli(*args, input=inp)
     assert r1.returncode == 0, r1.stderr.decode()
@@ -80,10 +112,23 @@ def test_cli_records_complete_consistent_and_deterministic(cli, tiny_model):
     for i, r in enumerate(recs):
         assert r["kind"] == "candidate" and r["origin"] == "design" and r["round"] == 2
         assert r["parents"] == [f"doc-{i // 3}"] and r["doc"]["id"] == f"doc-{i // 3}"
-        assert r["doc"]["source"]["name"] == "demo" and r["doc"]["text"] in doc(i // 3)["text"] + "\n[…]" or r["doc"]["text"].endswith("[…]")
+        assert (
+            r["doc"]["source"]["name"] == "demo"
+            and r["doc"]["text"] in doc(i // 3)["text"] + "\n[…]"
+            or r["doc"]["text"].endswith("[…]")
+        )
         d = r["design"]
-        assert set(d) >= {"messages", "text", "prompt_ids", "completion_ids", "logprobs", "engine", "model",
-                          "sampling", "index"}
+        assert set(d) >= {
+            "messages",
+            "text",
+            "prompt_ids",
+            "completion_ids",
+            "logprobs",
+            "engine",
+            "model",
+            "sampling",
+            "index",
+        }
         assert d["index"] == i % 3 and d["engine"] == "hf" and d["model"] == str(tiny_model)
         prompt = tok.apply_chat_template(d["messages"], tokenize=False, add_generation_prompt=True)
         assert d["prompt_ids"] == tok.encode(prompt, add_special_tokens=False)
@@ -100,7 +145,9 @@ def test_cli_records_complete_consistent_and_deterministic(cli, tiny_model):
 
 @pytest.mark.slow
 def test_cli_errors(cli, tiny_model, tmp_path):
-    bad = cli("design", "--model", tiny_model, input=jsonl([doc(0), {"kind": "env", "v": 1, "id": "x"}]))
+    bad = cli(
+        "design", "--model", tiny_model, input=jsonl([doc(0), {"kind": "env", "v": 1, "id": "x"}])
+    )
     assert bad.returncode == 3 and b"<stdin>:2" in bad.stderr or b":2:" in bad.stderr
     missing = cli("design", "--model", tmp_path / "nope", input=jsonl([doc(0)]))
     assert missing.returncode == 4 and b"model not found" in missing.stderr
@@ -112,7 +159,9 @@ def test_cli_errors(cli, tiny_model, tmp_path):
 
 @pytest.mark.slow
 def test_library_is_default_memory_and_ablations(eng, library_memory):
-    recs = list(design_records([doc(0)], eng, settings(exemplars=2, max_prompt_tokens=None), library_memory))
+    recs = list(
+        design_records([doc(0)], eng, settings(exemplars=2, max_prompt_tokens=None), library_memory)
+    )
     user = recs[0]["design"]["messages"][-1]["content"]
     assert "<document" in user and "```python" in user and "already exist" in user
     assert len(recs[0]["design"]["exemplars"]) == 2
@@ -120,7 +169,9 @@ def test_library_is_default_memory_and_ablations(eng, library_memory):
     assert sum(f"- {e['name']}" in user for e in library_memory) == len(library_memory)
 
     nodoc = list(design_records([doc(0)], eng, settings(no_doc=True), library_memory))
-    assert nodoc[0]["doc"] is None and "<document" not in nodoc[0]["design"]["messages"][-1]["content"]
+    assert (
+        nodoc[0]["doc"] is None and "<document" not in nodoc[0]["design"]["messages"][-1]["content"]
+    )
     assert "Choose any domain" in nodoc[0]["design"]["messages"][-1]["content"]
 
     nomem = list(design_records([doc(0)], eng, settings(no_memory=True), library_memory))
@@ -139,10 +190,14 @@ def test_seed_changes_designs_and_reruns_repeat(eng):
 
 
 def test_memory_entries_feed_exemplars(eng, library_memory):
-    mem = [dict(e, scores={"regret": 0.9 if e["name"] == "nim" else 0.1}) for e in library_memory[:5]]
+    mem = [
+        dict(e, scores={"regret": 0.9 if e["name"] == "nim" else 0.1}) for e in library_memory[:5]
+    ]
     names = {e["name"] for e in mem}
     if "nim" not in names:
-        mem.append(dict(next(e for e in library_memory if e["name"] == "nim"), scores={"regret": 0.9}))
+        mem.append(
+            dict(next(e for e in library_memory if e["name"] == "nim"), scores={"regret": 0.9})
+        )
     recs = list(design_records([doc(0)], eng, settings(exemplars=1), mem))
     assert recs[0]["design"]["exemplars"] == ["nim"]  # the highest regret goes first
 
@@ -159,7 +214,9 @@ def test_prompt_budget_respected_for_very_long_document(eng, library_memory):
     # Exemplars (3-4k tokens each here) cannot fit in 1800 tokens: they were dropped.
     assert rec["design"]["exemplars"] == []
     # A tighter budget shortens the document itself.
-    tight = next(iter(design_records([huge], eng, settings(doc_tokens=300, max_prompt_tokens=1400), [])))
+    tight = next(
+        iter(design_records([huge], eng, settings(doc_tokens=300, max_prompt_tokens=1400), []))
+    )
     assert len(tight["design"]["prompt_ids"]) <= 1400 and len(tight["doc"]["text"]) < len(shown)
     with pytest.raises(UsageError, match="max-prompt-tokens"):
         list(design_records([huge], eng, settings(max_prompt_tokens=100), []))
@@ -233,7 +290,10 @@ def test_published_design_targets_skill_and_difficulty_one_doc_each(eng):
         user = r["design"]["messages"][-1]["content"]
         assert f"Target skill. {r['skill']}:" in user
         steps = 2 if r["difficulty"] == "easy" else 3
-        assert f"Difficulty: {r['difficulty']}. Solving the task must take at least {steps} interaction" in user
+        assert (
+            f"Difficulty: {r['difficulty']}. Solving the task must take at least {steps} interaction"
+            in user
+        )
         assert "already exist (do not repeat" not in user  # no listing under the published policy
     # Designs of one skill share a group (their baseline); different skills do not.
     by_skill = {}
@@ -243,20 +303,41 @@ def test_published_design_targets_skill_and_difficulty_one_doc_each(eng):
     assert len({next(iter(g)) for g in by_skill.values()}) == len(by_skill)
     # The same attempt in a shard of its own gets the same skill, difficulty and id.
     alone = list(design_records([doc(4)], eng, run, []))
-    assert (alone[0]["id"], alone[0]["skill"], alone[0]["difficulty"]) == (recs[4]["id"], recs[4]["skill"], recs[4]["difficulty"])
+    assert (alone[0]["id"], alone[0]["skill"], alone[0]["difficulty"]) == (
+        recs[4]["id"],
+        recs[4]["skill"],
+        recs[4]["difficulty"],
+    )
     hard = list(design_records([doc(0)], eng, settings(doc_per_design=True, difficulty="hard"), []))
     assert hard[0]["difficulty"] == "hard"
 
 
 def test_published_exemplars_of_the_skill_cut_and_avoid_line(eng, library_memory):
     big = next(e for e in library_memory if len(e["code"]) > 2500)
+
     def played(e, skill, w, regret):
-        return dict(e, id=e["id"] + skill[:3] + str(w), skill=skill,
-                    scores={"regret": regret, "nohint": {"success_rate": w}})
-    run = settings(doc_per_design=True, memory_policy="published", round=1, skills="Logical Deduction",
-                   difficulty="medium", max_prompt_tokens=None, exemplars=2)
-    mem = [played(big, "Logical Deduction", 0.5, 0.4), played(big, "Logical Deduction", 0.3, 0.2),
-           played(big, "Logical Deduction", 0.95, 0.0), played(big, "Optimization", 0.5, 0.9)]
+        return dict(
+            e,
+            id=e["id"] + skill[:3] + str(w),
+            skill=skill,
+            scores={"regret": regret, "nohint": {"success_rate": w}},
+        )
+
+    run = settings(
+        doc_per_design=True,
+        memory_policy="published",
+        round=1,
+        skills="Logical Deduction",
+        difficulty="medium",
+        max_prompt_tokens=None,
+        exemplars=2,
+    )
+    mem = [
+        played(big, "Logical Deduction", 0.5, 0.4),
+        played(big, "Logical Deduction", 0.3, 0.2),
+        played(big, "Logical Deduction", 0.95, 0.0),
+        played(big, "Optimization", 0.5, 0.9),
+    ]
     rec = next(iter(design_records([doc(0)], eng, run, mem)))
     user = rec["design"]["messages"][-1]["content"]
     assert rec["skill"] == "Logical Deduction" and user.count("### Example") == 2
@@ -265,7 +346,13 @@ def test_published_exemplars_of_the_skill_cut_and_avoid_line(eng, library_memory
     # Prompt length: each exemplar contributes at most 2,000 characters of code.
     blocks = user.split("```python\n")[1:]
     assert all(len(b.split("\n```")[0]) <= 2000 + len("\n# ... (cut)") for b in blocks)
-    whole = next(iter(design_records([doc(0)], eng, settings(**{**run.settings.__dict__, "exemplar_chars": 0}), mem)))
+    whole = next(
+        iter(
+            design_records(
+                [doc(0)], eng, settings(**{**run.settings.__dict__, "exemplar_chars": 0}), mem
+            )
+        )
+    )
     assert len(whole["design"]["prompt_ids"]) > len(rec["design"]["prompt_ids"]) + 300
 
 
@@ -275,12 +362,25 @@ def test_a_redesign_shows_a_fresh_document_and_keeps_skill_and_group(eng):
     run = settings(doc_per_design=True, round=2, designs_per_doc=4)
     first = list(design_records([doc(0), doc(1)], eng, run, []))
     fresh = doc(9, "Document nine: a lighthouse keeper logs the ships that pass. " * 5)
-    again = list(_design_records([doc(1)], eng, run.settings, [], seed=run.seed, round=run.round,
-                                 attempt=2, stand_ins={"doc-1": fresh}))
+    again = list(
+        _design_records(
+            [doc(1)],
+            eng,
+            run.settings,
+            [],
+            seed=run.seed,
+            round=run.round,
+            attempt=2,
+            stand_ins={"doc-1": fresh},
+        )
+    )
     rec = again[0]
     assert rec["doc"]["id"] == "doc-9" and rec["doc"]["stands_in_for"] == "doc-1"
     assert rec["parents"] == ["doc-1"] and rec["design"]["attempt"] == 2
     assert (rec["skill"], rec["difficulty"], rec["group"]) == (
-        first[1]["skill"], first[1]["difficulty"], first[1]["group"])
+        first[1]["skill"],
+        first[1]["difficulty"],
+        first[1]["group"],
+    )
     user = rec["design"]["messages"][-1]["content"]
     assert "lighthouse keeper" in user and "ferry" not in user

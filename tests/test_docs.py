@@ -23,8 +23,17 @@ import gen_options  # noqa: E402  (docs/ is not a package)
 README = ROOT / "README.md"
 SCRIPTS = gen_options.commands()
 # Where the code, its examples and its scripts may point at the manual.
-REFERRING = ["spade_cli", "bench", "examples", "tests", "bin", "Justfile", ".ci/run",
-             "pyproject.toml", "CONTRIBUTING.md"]
+REFERRING = [
+    "spade_cli",
+    "bench",
+    "examples",
+    "tests",
+    "bin",
+    "Justfile",
+    ".ci/run",
+    "pyproject.toml",
+    "CONTRIBUTING.md",
+]
 # What benchmarks and runs create; the manual may name these before they exist.
 GENERATED = ("bench/data/", "bench/out/")
 
@@ -62,8 +71,10 @@ def generated(text: str) -> str:
 def test_readme_is_a_front_page():
     text = README.read_text()
     assert len(text.splitlines()) <= 250
-    for quickstart in ("pip install rust-just && just setup demo",
-                       "pip install rust-just && just setup test"):
+    for quickstart in (
+        "pip install rust-just && just setup demo",
+        "pip install rust-just && just setup test",
+    ):
         assert quickstart in text
     assert "## Evidence" in text and "docs/evidence.md" in text
 
@@ -75,8 +86,9 @@ def test_every_command_has_a_page_and_table_rows(name):
     assert f"commands/{name}.md" in nav, f"{name}: add its page to mkdocs.yml's nav"
     for table in (README, ROOT / "docs" / "index.md"):
         rows = [line for line in table.read_text().splitlines() if line.startswith("| ")]
-        assert any(f"{name}]" in row or f"`{name}`" in row for row in rows), \
+        assert any(f"{name}]" in row or f"`{name}`" in row for row in rows), (
             f"{name}: no row in the command table of {table.relative_to(ROOT)}"
+        )
 
 
 # --------------------------------------------------------------------------- options
@@ -93,23 +105,28 @@ def _commands():
 COMMANDS = list(_commands())
 
 
-@pytest.mark.parametrize("name,sub,command", COMMANDS,
-                         ids=[f"{n} {s}" if s else n for n, s, _ in COMMANDS])
+@pytest.mark.parametrize(
+    "name,sub,command", COMMANDS, ids=[f"{n} {s}" if s else n for n, s, _ in COMMANDS]
+)
 def test_every_option_is_on_its_page_with_its_default(name, sub, command):
     block = generated(page_text(name))
     if sub is not None:
         block = block.partition(f"### `{name} {sub}`")[2].partition("### ")[0]
         assert block, f"{name} {sub}: no section on the page"
-    rows = {line.split(" | ")[0].strip("| `"): line for line in block.splitlines()
-            if line.startswith("| `")}
+    rows = {
+        line.split(" | ")[0].strip("| `"): line
+        for line in block.splitlines()
+        if line.startswith("| `")
+    }
     for p in command.params:
         if p.param_type_name == "argument" or "--help" in p.opts:
             continue
         flags = ", ".join(p.opts) + "".join(f" / {o}" for o in p.secondary_opts)
         assert flags in rows, f"{name} {sub or ''}: {flags} is not on the page"
         default = gen_options.format_default(p.default)
-        assert not default or f"| {default} |" in rows[flags], \
+        assert not default or f"| {default} |" in rows[flags], (
             f"{name} {sub or ''}: {flags}'s default {p.default!r} is not on the page"
+        )
 
 
 def test_every_loop_config_key_is_on_the_loop_page():
@@ -145,8 +162,12 @@ def _files(where: list[str]):
         if path.is_file():
             yield path
         else:
-            yield from (p for p in sorted(path.rglob("*")) if p.is_file() and
-                        p.suffix in (".py", ".md", ".toml", ".sh", ".sbatch", ".yaml", ""))
+            yield from (
+                p
+                for p in sorted(path.rglob("*"))
+                if p.is_file()
+                and p.suffix in (".py", ".md", ".toml", ".sh", ".sbatch", ".yaml", "")
+            )
 
 
 def test_references_to_the_manual_resolve():
@@ -178,8 +199,9 @@ def test_links_and_paths_in_the_manual_exist():
     pages' own links), and every repository path the manual names in a code span exists."""
     broken = []
     for doc in (README, ROOT / "CONTRIBUTING.md"):
-        for target, anchor in re.findall(r"\]\((?!https?:)([^)#\s]+)(?:#([\w-]+))?\)",
-                                         doc.read_text()):
+        for target, anchor in re.findall(
+            r"\]\((?!https?:)([^)#\s]+)(?:#([\w-]+))?\)", doc.read_text()
+        ):
             path = (doc.parent / target).resolve()
             if not path.exists():
                 broken.append(f"{doc.name}: link to {target} does not exist")
@@ -187,8 +209,9 @@ def test_links_and_paths_in_the_manual_exist():
                 broken.append(f"{doc.name}: {target} has no section #{anchor}")
     pages = [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
     for doc in pages:
-        for span in re.findall(r"`((?:examples|bench|spade_cli|bin|tests)/[^`\s]*)`",
-                               doc.read_text()):
+        for span in re.findall(
+            r"`((?:examples|bench|spade_cli|bin|tests)/[^`\s]*)`", doc.read_text()
+        ):
             path = span.split(" ")[0].rstrip(".,:;")
             if any(c in path for c in "*{}<>$") or "NNN" in path or path.startswith(GENERATED):
                 continue
@@ -203,8 +226,9 @@ def test_the_module_map_names_modules_that_exist():
     section = text.partition("## Where things live")[2]
     assert section
     spans = re.findall(r"`([\w/]+(?:\.py|\.md|/))`", section)
-    missing = [s for s in spans if not (ROOT / "spade_cli" / s).exists()
-               and not (ROOT / s).exists()]
+    missing = [
+        s for s in spans if not (ROOT / "spade_cli" / s).exists() and not (ROOT / s).exists()
+    ]
     assert spans and not missing, f"docs/concepts/conventions.md names missing modules: {missing}"
 
 
@@ -218,14 +242,19 @@ def test_the_site_builds_strictly(tmp_path):
         if os.environ.get("CI"):
             pytest.fail("mkdocs is not importable: `just setup` installs it (the dev extra)")
         pytest.skip("mkdocs is not installed: pip install -e '.[dev]'")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",
-                           "--site-dir", str(tmp_path / "site")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "commands" / "spade-loop" / "index.html").exists()
 
 
 def test_pyproject_names_the_docs_tools():
-    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]["dev"]
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][
+        "dev"
+    ]
     assert any(req.startswith("mkdocs") for req in dev)

@@ -124,7 +124,10 @@ def test_hf_per_request_sampling_and_stop_strings(hf):
     probe = hf.chat(CONVS[:1], Sampling(temperature=0.0, max_tokens=8))[0]
     piece = hf.tokenizer.decode(probe.completion_ids[2:3])
     assert piece
-    stops = [Sampling(temperature=0.0, max_tokens=8, stop=[piece]), Sampling(temperature=0.0, max_tokens=3)]
+    stops = [
+        Sampling(temperature=0.0, max_tokens=8, stop=[piece]),
+        Sampling(temperature=0.0, max_tokens=3),
+    ]
     g_stop, g_short = hf.chat([CONVS[0], CONVS[0]], stops)
     assert g_stop.finish_reason == "stop" and piece not in g_stop.text
     assert g_stop.completion_ids == probe.completion_ids[: len(g_stop.completion_ids)]
@@ -208,17 +211,31 @@ class _Server:
                     if outer.fail_next:
                         outer.fail_next -= 1
                         return self._send(503, {"error": "busy"})
-                    s = Sampling(temperature=body["temperature"], top_p=body["top_p"],
-                                 max_tokens=body["max_tokens"], seed=body.get("seed"), stop=body.get("stop") or [])
+                    s = Sampling(
+                        temperature=body["temperature"],
+                        top_p=body["top_p"],
+                        max_tokens=body["max_tokens"],
+                        seed=body.get("seed"),
+                        stop=body.get("stop") or [],
+                    )
                     if self.path == "/v1/completions":
                         g = outer.engine.generate([body["prompt"]], s)[0]
                         return self._send(200, {"choices": [outer._completion_choice(g, s)]})
                     if self.path == "/v1/chat/completions":
                         g = outer.engine.chat([body["messages"]], s, tools=body.get("tools"))[0]
                         content = [{"token": "x", "logprob": x} for x in g.logprobs]
-                        return self._send(200, {"choices": [{
-                            "message": {"role": "assistant", "content": g.text},
-                            "logprobs": {"content": content}, "finish_reason": g.finish_reason}]})
+                        return self._send(
+                            200,
+                            {
+                                "choices": [
+                                    {
+                                        "message": {"role": "assistant", "content": g.text},
+                                        "logprobs": {"content": content},
+                                        "finish_reason": g.finish_reason,
+                                    }
+                                ]
+                            },
+                        )
                 self._send(404, {"error": "no such path"})
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -228,9 +245,15 @@ class _Server:
 
     def _completion_choice(self, g, s):
         tok = self.engine.tokenizer
-        choice = {"text": g.text, "finish_reason": g.finish_reason, "stop_reason": None,
-                  "logprobs": {"token_logprobs": g.logprobs,
-                               "tokens": [tok.decode([i]) for i in g.completion_ids]}}
+        choice = {
+            "text": g.text,
+            "finish_reason": g.finish_reason,
+            "stop_reason": None,
+            "logprobs": {
+                "token_logprobs": g.logprobs,
+                "tokens": [tok.decode([i]) for i in g.completion_ids],
+            },
+        }
         if g.finish_reason == "stop" and s.stop and g.completion_ids[-1:] != [tok.eos_token_id]:
             choice["stop_reason"] = s.stop[0]
         if self.token_ids == "field":
@@ -263,12 +286,18 @@ def test_openai_completions_matches_backing_engine(server, hf, tiny_model, monke
         want = [hf.generate([hf.chat_ids(c)], s)[0] for c, s in zip(CONVS, samplings, strict=True)]
         assert [g.to_dict() for g in gens] == [w.to_dict() for w in want]
     body = server.requests[-1]
-    assert isinstance(body["prompt"], list) and body["model"] == "served-tiny" and body["seed"] in (1, 2, 3)
+    assert (
+        isinstance(body["prompt"], list)
+        and body["model"] == "served-tiny"
+        and body["seed"] in (1, 2, 3)
+    )
 
 
 def test_openai_text_only_server_tokenizes_locally(server, hf, tiny_model, monkeypatch):
     monkeypatch.setenv("SPADE_API_KEY", "test-key")
-    eng = load_engine(str(tiny_model), "openai", base_url=server.url + "/v1", served_model="served-tiny")
+    eng = load_engine(
+        str(tiny_model), "openai", base_url=server.url + "/v1", served_model="served-tiny"
+    )
     server.token_ids = "none"
     s = Sampling(max_tokens=6, temperature=0)
     g = eng.chat(CONVS[:1], s)[0]
@@ -282,14 +311,18 @@ def test_openai_text_only_server_tokenizes_locally(server, hf, tiny_model, monke
 def test_openai_chat_api_retries_and_auth(server, hf, tiny_model, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("SPADE_API_KEY", "test-key")
-    eng = load_engine(str(tiny_model), "openai", base_url=server.url, served_model="served-tiny", api="chat")
+    eng = load_engine(
+        str(tiny_model), "openai", base_url=server.url, served_model="served-tiny", api="chat"
+    )
     server.fail_next = 1  # one 503, then the retry succeeds
     s = Sampling(max_tokens=8, temperature=0)
     g = eng.chat(CONVS[:1], s)[0]
     assert g.text == hf.chat(CONVS[:1], s)[0].text
     assert "messages" in server.requests[-1] and server.requests[-2]["messages"] == CONVS[0]
     monkeypatch.setenv("SPADE_API_KEY", "wrong")
-    bad = load_engine(str(tiny_model), "openai", base_url=server.url, served_model="served-tiny", retries=0)
+    bad = load_engine(
+        str(tiny_model), "openai", base_url=server.url, served_model="served-tiny", retries=0
+    )
     with pytest.raises(ResourceError, match="HTTP 401"):
         bad.generate([[1, 2, 3]], s)
 
@@ -298,7 +331,9 @@ def test_openai_unreachable_and_missing_url(tiny_model, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(UsageError):
         load_engine(str(tiny_model), "openai")
-    eng = load_engine(str(tiny_model), "openai", base_url="http://127.0.0.1:9", retries=0, timeout=5)
+    eng = load_engine(
+        str(tiny_model), "openai", base_url="http://127.0.0.1:9", retries=0, timeout=5
+    )
     with pytest.raises(ResourceError, match="cannot reach"):
         eng.generate([[1, 2, 3]], Sampling(max_tokens=2))
 
@@ -321,7 +356,9 @@ def test_vllm_engine_on_tiny_model(tiny_model):
         alone = eng.chat(CONVS[:1], s)[0]
         assert alone.completion_ids == gens[0].completion_ids
         greedy = eng.chat(CONVS, Sampling(temperature=0, max_tokens=8))
-        ref = load_engine(str(tiny_model), "hf", device="cpu").chat(CONVS, Sampling(temperature=0, max_tokens=8))
+        ref = load_engine(str(tiny_model), "hf", device="cpu").chat(
+            CONVS, Sampling(temperature=0, max_tokens=8)
+        )
         assert [g.prompt_ids for g in greedy] == [g.prompt_ids for g in ref]
     finally:
         eng.close()

@@ -22,8 +22,11 @@ def _env_class(path):
     spec = importlib.util.spec_from_file_location("libenv_" + path.replace("/", "_"), path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    classes = [v for v in vars(mod).values()
-               if isinstance(v, type) and issubclass(v, gym.Env) and v.__module__ == mod.__name__]
+    classes = [
+        v
+        for v in vars(mod).values()
+        if isinstance(v, type) and issubclass(v, gym.Env) and v.__module__ == mod.__name__
+    ]
     assert len(classes) == 1
     return classes[0]
 
@@ -41,14 +44,19 @@ def test_extract_code_tags(tag):
     assert extract_code(f"```{tag}\nx = 1\n```") == "x = 1\n"
 
 
-@pytest.mark.parametrize("text", [
-    None, "", "no code at all",
-    "```\nx = 1\n```",                                  # untagged: not python
-    "```json\n{}\n```",
-    "```python\nx = 1\n```\n```python\ny = 2\n```",     # two blocks: ambiguous
-    "```python\n\n```",                                 # empty block
-    "```python\nx = 1\n",                               # never closed
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "",
+        "no code at all",
+        "```\nx = 1\n```",  # untagged: not python
+        "```json\n{}\n```",
+        "```python\nx = 1\n```\n```python\ny = 2\n```",  # two blocks: ambiguous
+        "```python\n\n```",  # empty block
+        "```python\nx = 1\n",  # never closed
+    ],
+)
 def test_extract_code_rejects(text):
     assert extract_code(text) is None
 

@@ -22,15 +22,19 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-needs_bfcl = pytest.mark.requires_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker", "mpmath")
+needs_bfcl = pytest.mark.requires_module(
+    "bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker", "mpmath"
+)
 needs_rg = pytest.mark.requires_module("reasoning_gym")
 needs_ta = pytest.mark.requires_module("textarena")
 
 
-
-
 def _all_pass(tasks, results):
-    failed = [(t.task_id, r[0]["stop"], r[0].get("detail")) for t, r in zip(tasks, results, strict=True) if not r[0]["success"]]
+    failed = [
+        (t.task_id, r[0]["stop"], r[0].get("detail"))
+        for t, r in zip(tasks, results, strict=True)
+        if not r[0]["success"]
+    ]
     assert not failed, failed
 
 
@@ -40,7 +44,10 @@ def _all_pass(tasks, results):
 def test_parse_suite_names_and_subsets():
     assert parse_suite("bfcl") == ("bfcl", None)
     assert parse_suite("reasoning_gym:gcd, maze") == ("reasoning-gym", ["gcd", "maze"])
-    with pytest.raises(UsageError, match=r"unknown suite 'bfc' \(valid suites: bfcl, reasoning-gym, textarena, library, memory\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"unknown suite 'bfc' \(valid suites: bfcl, reasoning-gym, textarena, library, memory\)",
+    ):
         parse_suite("bfc")
 
 
@@ -58,7 +65,9 @@ def test_unknown_family_lists_the_available_ones():
     r = run_cli("eval", "--suite", "reasoning-gym:gcd,no_such_family", "--oracle", "-n", "2")
     assert r.returncode == 2
     err = r.stderr.decode().strip()
-    assert err.startswith("spade-eval: error: unknown reasoning-gym family no_such_family (available: ")
+    assert err.startswith(
+        "spade-eval: error: unknown reasoning-gym family no_such_family (available: "
+    )
     assert "gcd" in err and len(err.splitlines()) == 1
 
 
@@ -80,7 +89,10 @@ def test_model_or_oracle_required():
     assert b"--model is required" in r.stderr
 
 
-@pytest.mark.parametrize("suite,module", [("textarena", "textarena"), ("reasoning-gym", "reasoning_gym"), ("bfcl", "bfcl_eval")])
+@pytest.mark.parametrize(
+    "suite,module",
+    [("textarena", "textarena"), ("reasoning-gym", "reasoning_gym"), ("bfcl", "bfcl_eval")],
+)
 def test_missing_package_is_exit_4_with_the_install_command(tmp_path, suite, module):
     # A sitecustomize on PYTHONPATH hides the package from the child process.
     (tmp_path / "sitecustomize.py").write_text(
@@ -124,8 +136,18 @@ def test_pass_at_k_and_summary():
     assert pass_at_k(4, 1, 2) == pytest.approx(0.5)  # 1 - C(3,2)/C(4,2)
     s = lambda ok, r: {"success": ok, "return": r, "stop": "terminated"}  # noqa: E731
     recs = [
-        {"suite": "a", "category": "x", "samples": (xs := [s(True, 1.0), s(False, 0.5)]), "stats": task_stats(xs)},
-        {"suite": "a", "category": "y", "samples": (ys := [s(False, 0.0), s(False, 0.0)]), "stats": task_stats(ys)},
+        {
+            "suite": "a",
+            "category": "x",
+            "samples": (xs := [s(True, 1.0), s(False, 0.5)]),
+            "stats": task_stats(xs),
+        },
+        {
+            "suite": "a",
+            "category": "y",
+            "samples": (ys := [s(False, 0.0), s(False, 0.0)]),
+            "stats": task_stats(ys),
+        },
     ]
     summ = summarize(recs)["suites"]["a"]
     assert summ["tasks"] == 2 and summ["k"] == 2
@@ -141,8 +163,12 @@ def test_pass_at_k_and_summary():
 @needs_bfcl
 def test_bfcl_oracle_scores_100_on_a_subset_of_every_category():
     tasks = build_tasks(["bfcl"], 40)  # 10 entries of each multi-turn category
-    assert {t.category for t in tasks} == {"multi_turn_base", "multi_turn_miss_func",
-                                           "multi_turn_miss_param", "multi_turn_long_context"}
+    assert {t.category for t in tasks} == {
+        "multi_turn_base",
+        "multi_turn_miss_func",
+        "multi_turn_miss_param",
+        "multi_turn_long_context",
+    }
     _all_pass(tasks, run_oracle(tasks))
 
 
@@ -182,7 +208,10 @@ def test_bfcl_checker_rejects_wrong_play():
     out = env.step(json.dumps({"name": "pwd", "arguments": {}}))
     assert out[2] and out[1] == 0.0 and "force_terminated" in out[4]["detail"]
     # the call strings handed to BFCL's eval are built from literals only
-    assert bfcl.call_string("cd", {"folder": "a'); import os; ('"}) == "cd(folder=\"a'); import os; ('\")"
+    assert (
+        bfcl.call_string("cd", {"folder": "a'); import os; ('"})
+        == "cd(folder=\"a'); import os; ('\")"
+    )
 
 
 @needs_rg
@@ -205,7 +234,9 @@ def test_reasoning_gym_family_without_reference_has_no_oracle():
 
 @needs_rg
 def test_reasoning_gym_items_are_fixed_by_the_seed():
-    q = lambda seed: [t.make_env().reset()[0] for t in build_tasks(["reasoning-gym:gcd,maze"], 4, seed)]  # noqa: E731
+    def q(seed):
+        return [t.make_env().reset()[0] for t in build_tasks(["reasoning-gym:gcd,maze"], 4, seed)]
+
     assert q(3) == q(3)
     assert q(3) != q(4)
 
@@ -256,10 +287,28 @@ def test_memory_suite_reads_a_memory_file(tmp_path):
 
     entries = load_library()[:2]
     mem = tmp_path / "memory.jsonl"
-    mem.write_bytes(b"".join(orjson.dumps(new_record(
-        "env", make_id("env", e["name"]), [], name=e["name"], summary=e["summary"], code=e["code"],
-        max_turns=e["max_turns"], doc_id=None, round=0, scores={}, replays=0, last_round=0)) + b"\n"
-        for e in entries))
+    mem.write_bytes(
+        b"".join(
+            orjson.dumps(
+                new_record(
+                    "env",
+                    make_id("env", e["name"]),
+                    [],
+                    name=e["name"],
+                    summary=e["summary"],
+                    code=e["code"],
+                    max_turns=e["max_turns"],
+                    doc_id=None,
+                    round=0,
+                    scores={},
+                    replays=0,
+                    last_round=0,
+                )
+            )
+            + b"\n"
+            for e in entries
+        )
+    )
     r = run_cli("eval", "--suite", "memory", "--memory", str(mem), "--oracle", "-n", "4")
     assert r.returncode == 0, r.stderr
     recs = [orjson.loads(x) for x in r.stdout.splitlines()]
@@ -292,9 +341,12 @@ def test_model_loop_with_perfect_replies_scores_100(tiny_tokenizer):
     from spade_cli.engines import Sampling
     from spade_cli.evals.agent import run_model
 
-    candidates = (build_tasks(["bfcl:miss_func"], 3) + build_tasks(["bfcl:base"], 12)
-                  + build_tasks(["reasoning-gym"], 18)
-                  + build_tasks(["textarena:GuessTheNumber-v0,TowerOfHanoi-v0,Sudoku-v0-very-easy"], 3))
+    candidates = (
+        build_tasks(["bfcl:miss_func"], 3)
+        + build_tasks(["bfcl:base"], 12)
+        + build_tasks(["reasoning-gym"], 18)
+        + build_tasks(["textarena:GuessTheNumber-v0,TowerOfHanoi-v0,Sudoku-v0-very-easy"], 3)
+    )
     tasks, scripts, held_out = [], {}, {}
     for t in candidates:
         env = t.make_env()
@@ -315,7 +367,7 @@ def test_model_loop_with_perfect_replies_scores_100(tiny_tokenizer):
     bfcl_turns = results[0][0]["turns"]
     assert any(t["action"].startswith('{"name"') for t in bfcl_turns)
     # A revealed function is in the tool list of the prompts after its reveal, not before.
-    tool_list = lambda prompt: prompt[prompt.index("<tools>\n"):prompt.index("\n</tools>")]  # noqa: E731
+    tool_list = lambda prompt: prompt[prompt.index("<tools>\n") : prompt.index("\n</tools>")]  # noqa: E731
     for first, names in held_out.items():
         prompts = [p for p in eng.prompts if first_user_message(p) == first]
         assert not any(n in tool_list(prompts[0]) for n in names)
@@ -356,7 +408,9 @@ def test_fixed_pool_validates_in_the_sandbox_when_the_package_is_allowed():
     cfg = SandboxConfig(packages=("reasoning-gym",))
     out = list(validate_records(cands, lambda code: EnvSession(code, cfg), seeds=2, workers=2))
     assert [r["validation"]["reason"] for r in out] == ["ok", "ok"]
-    bare = list(validate_records(cands[:1], lambda code: EnvSession(code, SandboxConfig()), seeds=1))
+    bare = list(
+        validate_records(cands[:1], lambda code: EnvSession(code, SandboxConfig()), seeds=1)
+    )
     assert bare[0]["validation"]["reason"] == "import_crash"  # the jail hides what it was not given
 
 
@@ -368,9 +422,27 @@ def test_fixed_pool_validates_in_the_sandbox_when_the_package_is_allowed():
 @pytest.mark.slow
 def test_tiny_model_end_to_end_reasoning_gym_and_textarena(tiny_model, tmp_path):
     summary = tmp_path / "summary.json"
-    r = run_cli("eval", "--model", str(tiny_model), "--engine", "hf", "--suite", "reasoning-gym",
-                "--suite", "textarena", "-n", "2", "--max-tokens", "8", "--max-turns", "2",
-                "--seed", "1", "--summary", str(summary))
+    r = run_cli(
+        "eval",
+        "--model",
+        str(tiny_model),
+        "--engine",
+        "hf",
+        "--suite",
+        "reasoning-gym",
+        "--suite",
+        "textarena",
+        "-n",
+        "2",
+        "--max-tokens",
+        "8",
+        "--max-turns",
+        "2",
+        "--seed",
+        "1",
+        "--summary",
+        str(summary),
+    )
     assert r.returncode == 0, r.stderr
     recs = [orjson.loads(x) for x in r.stdout.splitlines()]
     assert [x["suite"] for x in recs] == ["reasoning-gym"] * 2 + ["textarena"] * 2
@@ -392,10 +464,22 @@ def test_tiny_model_pass_at_k_and_determinism(tiny_model):
 
     acts = lambda rs: [[t["action"] for s in r["samples"] for t in s["turns"]] for r in rs]  # noqa: E731
     with load_engine(str(tiny_model), engine="hf") as eng:
-        recs, summ = run_eval(["reasoning-gym:gcd"], eng, n=2, samples=3, seed=0,
-                              sampling=Sampling(temperature=1.0, max_tokens=8))
-        again, _ = run_eval(["reasoning-gym:gcd"], eng, n=2, samples=3, seed=0,
-                            sampling=Sampling(temperature=1.0, max_tokens=8))
+        recs, summ = run_eval(
+            ["reasoning-gym:gcd"],
+            eng,
+            n=2,
+            samples=3,
+            seed=0,
+            sampling=Sampling(temperature=1.0, max_tokens=8),
+        )
+        again, _ = run_eval(
+            ["reasoning-gym:gcd"],
+            eng,
+            n=2,
+            samples=3,
+            seed=0,
+            sampling=Sampling(temperature=1.0, max_tokens=8),
+        )
     assert all(len(r["samples"]) == 3 for r in recs)
     assert len({s["seed"] for s in recs[0]["samples"]}) == 3
     assert "pass@3" in summ["suites"]["reasoning-gym"] and summ["samples"] == 3
@@ -408,19 +492,44 @@ def test_tiny_model_end_to_end_bfcl(tiny_model):
     from spade_cli.engines import Sampling, load_engine
 
     with load_engine(str(tiny_model), engine="hf") as eng:
-        recs, summ = run_eval(["bfcl:base"], eng, n=1, seed=0, max_turns=1,
-                              sampling=Sampling(temperature=0.0, max_tokens=8))
+        recs, summ = run_eval(
+            ["bfcl:base"],
+            eng,
+            n=1,
+            seed=0,
+            max_turns=1,
+            sampling=Sampling(temperature=0.0, max_tokens=8),
+        )
     s = recs[0]["samples"][0]
-    assert recs[0]["suite"] == "bfcl" and s["num_turns"] == 1 and s["stop"] in ("max_turns", "terminated")
+    assert (
+        recs[0]["suite"] == "bfcl"
+        and s["num_turns"] == 1
+        and s["stop"] in ("max_turns", "terminated")
+    )
     assert summ["suites"]["bfcl"]["tasks"] == 1
 
 
 @pytest.mark.requires_bwrap
 @pytest.mark.slow
 def test_tiny_model_end_to_end_library(tiny_model):
-    r = run_cli("eval", "--model", str(tiny_model), "--engine", "hf", "--suite", "library",
-                "-n", "2", "--max-tokens", "8", "--max-turns", "2")
+    r = run_cli(
+        "eval",
+        "--model",
+        str(tiny_model),
+        "--engine",
+        "hf",
+        "--suite",
+        "library",
+        "-n",
+        "2",
+        "--max-tokens",
+        "8",
+        "--max-turns",
+        "2",
+    )
     assert r.returncode == 0, r.stderr
     recs = [orjson.loads(x) for x in r.stdout.splitlines()]
     assert len(recs) == 2 and all(x["suite"] == "library" for x in recs)
-    assert all(x["samples"][0]["stop"] != "env_error" for x in recs), [x["samples"][0].get("detail") for x in recs]
+    assert all(x["samples"][0]["stop"] != "env_error" for x in recs), [
+        x["samples"][0].get("detail") for x in recs
+    ]

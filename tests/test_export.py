@@ -29,9 +29,11 @@ from spade_cli.export.spec import load_spec
 from .conftest import ROOT, run_cli
 
 DATA = ROOT / "tests" / "data"
-ENVS = [ROOT / "spade_cli" / "envs" / "examples" / "nim.py",        # ours, text actions
-        ROOT / "spade_cli" / "envs" / "examples" / "bank_api.py",   # ours, tool calls
-        DATA / "published" / "games" / "vault_code.py"]              # the published contract
+ENVS = [
+    ROOT / "spade_cli" / "envs" / "examples" / "nim.py",  # ours, text actions
+    ROOT / "spade_cli" / "envs" / "examples" / "bank_api.py",  # ours, tool calls
+    DATA / "published" / "games" / "vault_code.py",
+]  # the published contract
 
 
 def load_records(data: bytes) -> list[dict]:
@@ -52,8 +54,12 @@ def validated(tmp_path_factory) -> Path:
     assert all(c["validation"]["valid"] for c in recs), [c["validation"] for c in recs]
     for i, c in enumerate(sorted(recs, key=lambda c: c["env"]["name"])):
         c["skill"] = ["games", "tools", "games"][i]
-        c["score"] = {"regret": 0.1 * (i + 1), "reward": 0.5,
-                      "nohint": {"success_rate": 0.25 * i}, "hint": {"success_rate": 1.0}}
+        c["score"] = {
+            "regret": 0.1 * (i + 1),
+            "reward": 0.5,
+            "nohint": {"success_rate": 0.25 * i},
+            "hint": {"success_rate": 1.0},
+        }
     path = d / "validated.jsonl"
     path.write_bytes(b"".join(orjson.dumps(c) + b"\n" for c in recs))
     return path
@@ -95,7 +101,11 @@ def spade_replay(code: str, seed: int) -> float:
     def reset_check(out):
         obs, info = check_reset_reply(out)
         sol = info.get("solution")
-        return obs, "", sol if isinstance(sol, list) else solution_actions(info.get("solution_text"))
+        return (
+            obs,
+            "",
+            sol if isinstance(sol, list) else solution_actions(info.get("solution_text")),
+        )
 
     with EnvSession(code) as env:
         sol = run_episode(env, seed, [], 0, "probe", reset_check=reset_check).solution
@@ -129,9 +139,21 @@ def free_port() -> int:
 
 def serve(d: Path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1",
-                             "--port", str(port)], cwd=d, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "server.app:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=d,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -180,7 +202,10 @@ def test_openenv_server_played_by_openenv_client_earns_spades_replay(openenv_exp
 
 def harbor_python() -> str:
     py = os.environ.get("SPADE_HARBOR_PYTHON") or str(ROOT / ".venv-harbor" / "bin" / "python")
-    ok = Path(py).exists() and subprocess.run([py, "-c", "import harbor"], capture_output=True).returncode == 0
+    ok = (
+        Path(py).exists()
+        and subprocess.run([py, "-c", "import harbor"], capture_output=True).returncode == 0
+    )
     if not ok:
         msg = f"harbor is not importable by {py} (Python >= 3.12): run `just harbor-venv`"
         if os.environ.get("CI"):
@@ -206,7 +231,9 @@ print(json.dumps(out))
 @pytest.mark.slow
 def test_harbor_tasks_pass_harbors_task_model(harbor_export, validated):
     _out, dirs = harbor_export
-    r = subprocess.run([harbor_python(), "-c", HARBOR_CHECK, *map(str, dirs)], capture_output=True, timeout=300)
+    r = subprocess.run(
+        [harbor_python(), "-c", HARBOR_CHECK, *map(str, dirs)], capture_output=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     inputs = {c["id"]: c for c in load_records(validated.read_bytes())}
     for d, task in zip(dirs, orjson.loads(r.stdout.splitlines()[-1]), strict=True):
@@ -215,21 +242,32 @@ def test_harbor_tasks_pass_harbors_task_model(harbor_export, validated):
         assert task["metadata"]["skill"] == rec["skill"]
         assert task["metadata"]["regret"] == rec["score"]["regret"]
         assert task["metadata"]["seed"] == rec["validation"]["seeds"][0]
-        assert task["test"] == str(d / "tests" / "test.sh") and task["solve"] == str(d / "solution" / "solve.sh")
+        assert task["test"] == str(d / "tests" / "test.sh") and task["solve"] == str(
+            d / "solution" / "solve.sh"
+        )
         first = load_spec(d / "tests" / "spade")
-        assert first.solutions and load_spec(d / "environment" / "spade").solutions == {}, \
+        assert first.solutions and load_spec(d / "environment" / "spade").solutions == {}, (
             "the agent's container must not hold the solution"
+        )
 
 
 def harbor_trial(task: Path, tmp: Path, oracle: bool) -> str:
     """What Harbor does in a trial, on the host: the agent (the oracle's solve.sh, or a
     no-op) acts, then tests/test.sh writes the reward."""
-    env = {**os.environ, "SPADE_ENV_DIR": str(task / "environment" / "spade"),
-           "SPADE_EPISODE": str(tmp / "episode.json"), "SPADE_REWARD_FILE": str(tmp / "reward.txt")}
+    env = {
+        **os.environ,
+        "SPADE_ENV_DIR": str(task / "environment" / "spade"),
+        "SPADE_EPISODE": str(tmp / "episode.json"),
+        "SPADE_REWARD_FILE": str(tmp / "reward.txt"),
+    }
     if oracle:
-        r = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True, timeout=600)
+        r = subprocess.run(
+            ["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True, timeout=600
+        )
         assert r.returncode == 0, r.stderr.decode()[-3000:]
-    r = subprocess.run(["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, timeout=600)
+    r = subprocess.run(
+        ["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     return (tmp / "reward.txt").read_text().strip()
 
@@ -259,7 +297,9 @@ def test_selection_by_skill_regret_and_win_rate(validated, tmp_path):
         out = tmp_path / f"sel{len(list(tmp_path.iterdir()))}"
         r = run_cli("export", str(validated), "--format", "openenv", "-o", str(out), *args)
         assert r.returncode == 0, r.stderr.decode()
-        return sorted(load_spec(Path(p) / "spade").record["skill"] for p in r.stdout.decode().split())
+        return sorted(
+            load_spec(Path(p) / "spade").record["skill"] for p in r.stdout.decode().split()
+        )
 
     assert ids("--skill", "tools") == ["tools"]
     assert ids("--min-regret", "0.15") == ["games", "tools"]
@@ -272,7 +312,16 @@ def test_bad_options_are_usage_errors(validated, tmp_path):
     assert r.returncode == 2 and b"--format must be one of openenv, verifiers, harbor" in r.stderr
     r = run_cli("export", str(validated), "--format", "harbor")
     assert r.returncode == 2 and b"-o DIR is required" in r.stderr
-    r = run_cli("export", str(validated), "--format", "harbor", "-o", str(tmp_path / "y"), "--win-rate", "0.9:0.1")
+    r = run_cli(
+        "export",
+        str(validated),
+        "--format",
+        "harbor",
+        "-o",
+        str(tmp_path / "y"),
+        "--win-rate",
+        "0.9:0.1",
+    )
     assert r.returncode == 2 and b"--win-rate 0.9:0.1: need 0 <= LO <= HI <= 1" in r.stderr
     r = run_cli("cat", "--from", str(tmp_path))
     assert r.returncode == 3 and b"no exported environments" in r.stderr

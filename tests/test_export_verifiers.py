@@ -34,11 +34,29 @@ class ScriptedModel:
                 turn = sum(m["role"] == "assistant" for m in body["messages"])
                 text = model.script[turn] if turn < len(model.script) else "I pass."
                 usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-                head = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
-                chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text},
-                                                "finish_reason": None}]},
-                          {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                           "usage": usage}]
+                head = {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": body["model"],
+                }
+                chunks = [
+                    {
+                        **head,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"role": "assistant", "content": text},
+                                "finish_reason": None,
+                            }
+                        ],
+                    },
+                    {
+                        **head,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        "usage": usage,
+                    },
+                ]
                 data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
                 data += b"data: [DONE]\n\n"
                 self.send_response(200)
@@ -84,14 +102,22 @@ def test_load_environment_and_one_rollout_per_environment_score_spades_replay(po
     assert sorted(t.data.name.split("#")[0] for t in tasks) == ["VaultCode", "bank_api", "nim"]
 
     # The same env as a verifiers config names it, with the offline harness and a local runtime.
-    config = vf.env_config_type("spade_pool", "").model_validate({
-        "taskset": {"id": "spade_pool"},
-        "player": {"harness": {"id": "spade_direct_harness"}, "runtime": {"type": "subprocess"},
-                   "max_turns": 40}})
+    config = vf.env_config_type("spade_pool", "").model_validate(
+        {
+            "taskset": {"id": "spade_pool"},
+            "player": {
+                "harness": {"id": "spade_direct_harness"},
+                "runtime": {"type": "subprocess"},
+                "max_turns": 40,
+            },
+        }
+    )
     env = load_environment(config)
     model = ScriptedModel()
-    ctx = ModelContext(model="scripted", client=EvalClientConfig(base_url=model.url,
-                                                                 api_key_var="SCRIPTED_MODEL_KEY"))
+    ctx = ModelContext(
+        model="scripted",
+        client=EvalClientConfig(base_url=model.url, api_key_var="SCRIPTED_MODEL_KEY"),
+    )
 
     async def rollout(task, script):
         model.script = script

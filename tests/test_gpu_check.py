@@ -25,9 +25,13 @@ def load_script():
 
 
 def run_check(*args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
-    r = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout
+    )
     lines = r.stdout.strip().splitlines()
-    assert len(lines) == 1, f"stdout must be one JSON line, got {r.stdout[-2000:]!r}\n{r.stderr[-3000:]}"
+    assert len(lines) == 1, (
+        f"stdout must be one JSON line, got {r.stdout[-2000:]!r}\n{r.stderr[-3000:]}"
+    )
     return r, json.loads(lines[0])
 
 
@@ -50,7 +54,15 @@ def test_quick_cpu_run_reports_every_part():
         assert result["seconds"] <= result["budget_s"], (name, result)
     assert r.returncode == 0 and summary["failed"] == 0
     # What must run on any CPU machine, with figures that say it did.
-    for name in ("versions", "models", "hf_generate", "grpo_designer", "grpo_agent", "fsdp", "reload"):
+    for name in (
+        "versions",
+        "models",
+        "hf_generate",
+        "grpo_designer",
+        "grpo_agent",
+        "fsdp",
+        "reload",
+    ):
         assert parts[name]["status"] == "ok", (name, parts[name])
     hf = parts["hf_generate"]
     for b in gpu_check.shapes(True)["batches"]:
@@ -75,7 +87,10 @@ def test_failed_part_does_not_stop_the_next():
     assert r.returncode == 1 and summary["failed"] >= 1
     assert summary["parts"]["versions"]["status"] == "failed"
     assert "no CUDA device" in summary["parts"]["versions"]["reason"]
-    assert summary["parts"]["vllm"]["status"] in ("skipped", "failed") and summary["parts"]["vllm"]["reason"]
+    assert (
+        summary["parts"]["vllm"]["status"] in ("skipped", "failed")
+        and summary["parts"]["vllm"]["reason"]
+    )
     assert "versions" in r.stderr and "failed" in r.stderr
 
 
@@ -88,8 +103,12 @@ def test_part_over_budget_is_killed(tmp_path):
 
 
 def test_unknown_part_is_a_usage_error():
-    r = subprocess.run([sys.executable, str(SCRIPT), "--parts", "versions,warp-drive"], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--parts", "versions,warp-drive"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().count("\n") == 0 and "warp-drive" in r.stderr
 

@@ -48,18 +48,34 @@ def test_verdicts():
 def test_judge_reads_code_and_a_trajectory_and_rejects_on_no():
     names = ["nim", "mastermind", "water_jugs"]
     cfg = SandboxConfig(call_timeout=5.0)
-    out = list(validate_records([LIB[n] for n in names], lambda c: EnvSession(c, cfg), seeds=2,
-                                workers=2, keep_trajectory=True))
+    out = list(
+        validate_records(
+            [LIB[n] for n in names],
+            lambda c: EnvSession(c, cfg),
+            seeds=2,
+            workers=2,
+            keep_trajectory=True,
+        )
+    )
     assert all(r["validation"]["valid"] and r["validation"]["trajectory"] for r in out)
     traj = out[0]["validation"]["trajectory"]
-    assert "observation" in traj[0] and {"action", "reward", "observation", "ended"} <= traj[1].keys()
-    eng = AnswersByName({"nim": "The take logic never ends the game. \\boxed{no}",
-                         "mastermind": "\\boxed{yes}", "water_jugs": "hmm"})
+    assert (
+        "observation" in traj[0] and {"action", "reward", "observation", "ended"} <= traj[1].keys()
+    )
+    eng = AnswersByName(
+        {
+            "nim": "The take logic never ends the game. \\boxed{no}",
+            "mastermind": "\\boxed{yes}",
+            "water_jugs": "hmm",
+        }
+    )
     judged = list(judge_records(out, eng, Sampling(), template=load_template(), batch=2))
     v = {r["env"]["name"] if "env" in r else r["id"]: r["validation"] for r in judged}
     assert [r["validation"]["judge"]["verdict"] for r in judged] == ["no", "yes", "none"]
     nim = judged[0]["validation"]
-    assert (nim["valid"], nim["reason"]) == (False, "judged_invalid") and "never ends" in nim["detail"]
+    assert (nim["valid"], nim["reason"]) == (False, "judged_invalid") and "never ends" in nim[
+        "detail"
+    ]
     assert "env" in judged[0]  # a library record keeps the environment it came with
     assert all(x["valid"] for k, x in v.items() if k in ("mastermind", "water_jugs"))
     assert all("trajectory" not in r["validation"] for r in judged)  # moved under judge
@@ -76,8 +92,20 @@ def test_judge_needs_a_model():
 @pytest.mark.requires_bwrap
 def test_validate_judge_on_the_tiny_model(tiny_model):
     recs = b"".join(orjson.dumps(LIB[n]) + b"\n" for n in ("nim", "mastermind"))
-    r = run_cli("validate", "-", "--seeds", "2", "--judge", "--model", str(tiny_model),
-                "--engine", "hf", "--max-tokens", "8", input=recs)
+    r = run_cli(
+        "validate",
+        "-",
+        "--seeds",
+        "2",
+        "--judge",
+        "--model",
+        str(tiny_model),
+        "--engine",
+        "hf",
+        "--max-tokens",
+        "8",
+        input=recs,
+    )
     assert r.returncode == 0, r.stderr
     for rec in map(orjson.loads, r.stdout.splitlines()):
         judge = rec["validation"]["judge"]

@@ -39,7 +39,11 @@ CLEAN = [
     ("a word inside a word", "Think about what comes next.", ["at"]),
     ("a reversed short word", "The key is on the table.", ["no"]),
     ("a different number", "Try dividing by three.", ["21"]),
-    ("one step of many named", "Start by deleting event 17.", ['{"name": "delete", "id": 17}', "book"]),
+    (
+        "one step of many named",
+        "Start by deleting event 17.",
+        ['{"name": "delete", "id": 17}', "book"],
+    ),
     ("a code the observation gives", "Use 4721 as the base.", ["add 4721 and 5"]),
     ("too short to judge", "Think of a vowel.", ["a"]),
 ]

@@ -33,9 +33,14 @@ def test_default_library_ships_inside_the_package():
 def test_loop_uses_the_library_of_spade_env_library(tmp_path, monkeypatch):
     lib = _library(tmp_path)
     monkeypatch.setenv("SPADE_ENV_LIBRARY", str(lib))
-    assert library_dir() == lib and {e["name"] for e in load_library()} == {"guess-number", "nim-single-heap"}
-    cfg = load_config(None, {"runs_dir": str(tmp_path / "runs"),
-                             "baseline": {"mode": "fixed-pool", "pool": "library"}})
+    assert library_dir() == lib and {e["name"] for e in load_library()} == {
+        "guess-number",
+        "nim-single-heap",
+    }
+    cfg = load_config(
+        None,
+        {"runs_dir": str(tmp_path / "runs"), "baseline": {"mode": "fixed-pool", "pool": "library"}},
+    )
     stages = {s.name: s for s in round_stages(cfg, 1)}
     assert stages["pool"].argv()[:3] == ["memory", "pool", str(lib)]
     run_in(Round(cfg, 1), stages["memory-init"])  # `spade-memory init`, in a child process

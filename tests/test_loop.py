@@ -21,8 +21,18 @@ from .helpers import ROOT, require_module
 pytestmark = pytest.mark.slow
 
 # Small enough for CI on 2 cores; every stage still runs for real.
-SETTINGS = {"DOCS": 1, "DESIGNS": 2, "DESIGN_TOKENS": 24, "SEEDS": 1, "WORKERS": 2, "K": 1,
-            "MAX_TURNS": 2, "AGENT_TOKENS": 12, "MAX_CONTEXT": 2048, "REPLAY": 2}
+SETTINGS = {
+    "DOCS": 1,
+    "DESIGNS": 2,
+    "DESIGN_TOKENS": 24,
+    "SEEDS": 1,
+    "WORKERS": 2,
+    "K": 1,
+    "MAX_TURNS": 2,
+    "AGENT_TOKENS": 12,
+    "MAX_CONTEXT": 2048,
+    "REPLAY": 2,
+}
 
 
 def config_text(model: str, corpus: str) -> str:
@@ -35,19 +45,19 @@ path = "{model}"
 engine = "hf"
 [corpus]
 paths = ["{corpus}"]
-docs_per_round = {s['DOCS']}
+docs_per_round = {s["DOCS"]}
 [design]
-designs_per_doc = {s['DESIGNS']}
-max_tokens = {s['DESIGN_TOKENS']}
+designs_per_doc = {s["DESIGNS"]}
+max_tokens = {s["DESIGN_TOKENS"]}
 [validate]
-seeds = {s['SEEDS']}
-workers = {s['WORKERS']}
+seeds = {s["SEEDS"]}
+workers = {s["WORKERS"]}
 [rollout]
-episodes = {s['K']}
-max_turns = {s['MAX_TURNS']}
-max_tokens = {s['AGENT_TOKENS']}
-max_context = {s['MAX_CONTEXT']}
-replay = {s['REPLAY']}
+episodes = {s["K"]}
+max_turns = {s["MAX_TURNS"]}
+max_tokens = {s["AGENT_TOKENS"]}
+max_context = {s["MAX_CONTEXT"]}
+replay = {s["REPLAY"]}
 [train]
 per_device_batch_size = 2
 """
@@ -110,7 +120,9 @@ def test_round_completes_with_every_stage_metrics_and_plots(finished_run):
     # shown a fresh document (one document per design: a failed design is a failed doc)
     first = [c for c in scored if (c.get("design") or {}).get("attempt", 1) == 1]
     assert len(first) == SETTINGS["DOCS"] * SETTINGS["DESIGNS"] + SETTINGS["REPLAY"]
-    by_attempt = {a: [c for c in scored if (c.get("design") or {}).get("attempt") == a] for a in (1, 2, 3)}
+    by_attempt = {
+        a: [c for c in scored if (c.get("design") or {}).get("attempt") == a] for a in (1, 2, 3)
+    }
     for a in (2, 3):
         failed = {c["parents"][0] for c in by_attempt[a - 1] if not c["validation"]["valid"]}
         again = by_attempt[a]
@@ -146,7 +158,9 @@ def test_rerun_of_finished_run_does_nothing(finished_run, config):
 def test_killed_run_resumes_to_the_same_records(finished_run, config, tmp_path):
     run_a, _ = finished_run
     runs_b = tmp_path / "runs-b"
-    proc = subprocess.Popen(loop_cmd(config, runs_b), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        loop_cmd(config, runs_b), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     manifest = runs_b / "t" / "round-001" / "manifest.json"
     deadline = time.time() + 900
     # Kill once the run is inside the rollout stage (hints done, rollout not yet).
@@ -171,20 +185,28 @@ def test_killed_run_resumes_to_the_same_records(finished_run, config, tmp_path):
     assert b"spade-design" not in r.stderr and b"spade-validate" not in r.stderr
     run_b = runs_b / "t"
     for name in ("scored.jsonl.zst", "memory.jsonl.zst", "rollouts.jsonl.zst"):
-        assert records(run_b / "round-001" / name, run_b) == records(run_a / "round-001" / name, run_a), name
+        assert records(run_b / "round-001" / name, run_b) == records(
+            run_a / "round-001" / name, run_a
+        ), name
     assert not list(run_b.rglob(".*partial*"))
 
 
 def _same_round(run_a: Path, run_b: Path) -> None:
     """Both runs' round 1 has the same candidates, verdicts, scores and memory."""
+
     def key(path: Path, run: Path):
         return [(c["id"], c["validation"], c.get("score")) for c in records(path, run)]
 
     for name in ("scored.jsonl.zst", "rollouts.jsonl.zst", "validated.jsonl.zst"):
-        assert key(run_b / "round-001" / name, run_b) == key(run_a / "round-001" / name, run_a), name
-    assert records(run_b / "round-001" / "memory.jsonl.zst", run_b) == \
-        records(run_a / "round-001" / "memory.jsonl.zst", run_a)
-    ckpt_a, ckpt_b = (orjson.loads((r / "round-001" / "checkpoint.jsonl").read_bytes()) for r in (run_a, run_b))
+        assert key(run_b / "round-001" / name, run_b) == key(run_a / "round-001" / name, run_a), (
+            name
+        )
+    assert records(run_b / "round-001" / "memory.jsonl.zst", run_b) == records(
+        run_a / "round-001" / "memory.jsonl.zst", run_a
+    )
+    ckpt_a, ckpt_b = (
+        orjson.loads((r / "round-001" / "checkpoint.jsonl").read_bytes()) for r in (run_a, run_b)
+    )
     assert normalise(ckpt_b, str(run_b)) == normalise(ckpt_a, str(run_a))
 
 
@@ -205,19 +227,26 @@ def test_printed_pipe_matches_the_loop(finished_run, config, tmp_path):
     run by bash, gives the loop's records: one recipe, no copy to drift."""
     run_a, _ = finished_run
     cfg = _config_in(config, tmp_path / "runs")
-    r = subprocess.run(["bash", str(ROOT / "bin" / "spade-round"), str(cfg), "1"], env=_env(),
-                       capture_output=True, timeout=1200)
+    r = subprocess.run(
+        ["bash", str(ROOT / "bin" / "spade-round"), str(cfg), "1"],
+        env=_env(),
+        capture_output=True,
+        timeout=1200,
+    )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     run_b = tmp_path / "runs" / "t"
 
     def key(run: Path):
-        return [(c["id"], c["validation"], c.get("score"))
-                for c in records(run / "round-001" / "scored.jsonl.zst", run)]
+        return [
+            (c["id"], c["validation"], c.get("score"))
+            for c in records(run / "round-001" / "scored.jsonl.zst", run)
+        ]
 
     # The same candidate ids, verdicts and scores, and the same memory.
     assert key(run_b) == key(run_a)
-    assert records(run_b / "round-001" / "memory.jsonl.zst", run_b) == \
-        records(run_a / "round-001" / "memory.jsonl.zst", run_a)
+    assert records(run_b / "round-001" / "memory.jsonl.zst", run_b) == records(
+        run_a / "round-001" / "memory.jsonl.zst", run_a
+    )
     # Piped stages leave no file behind (design's output went straight to validate).
     assert not (run_b / "round-001" / "candidates.jsonl.zst").exists()
 
@@ -228,8 +257,11 @@ def test_slurm_job_scripts_as_bash_with_two_shards_match_the_loop(finished_run, 
     run_a, _ = finished_run
     cfg = _config_in(config, tmp_path / "runs")
     env = {**_env(), "SPADE_CONFIG": str(cfg), "SPADE_ROUND": "1"}
-    listed = subprocess.run([sys.executable, "-m", "spade_cli", "loop", str(cfg), "--list-stages"],
-                            capture_output=True, check=True).stdout.splitlines()
+    listed = subprocess.run(
+        [sys.executable, "-m", "spade_cli", "loop", str(cfg), "--list-stages"],
+        capture_output=True,
+        check=True,
+    ).stdout.splitlines()
     script = str(ROOT / "examples" / "slurm" / "stage.sbatch")
     sharded = []
     for line in listed:
@@ -237,10 +269,14 @@ def test_slurm_job_scripts_as_bash_with_two_shards_match_the_loop(finished_run, 
         jobs = [{"SPADE_STAGE": stage["name"]}]
         if stage["shardable"]:
             sharded.append(Path(stage["outputs"][0]).name.removesuffix(".jsonl.zst"))
-            jobs = [{"SPADE_STAGE": stage["name"], "SPADE_SHARDS": "2", "SLURM_ARRAY_TASK_ID": str(i)}
-                    for i in range(2)] + [{"SPADE_STAGE": stage["name"], "SPADE_MERGE": "2"}]
+            jobs = [
+                {"SPADE_STAGE": stage["name"], "SPADE_SHARDS": "2", "SLURM_ARRAY_TASK_ID": str(i)}
+                for i in range(2)
+            ] + [{"SPADE_STAGE": stage["name"], "SPADE_MERGE": "2"}]
         for job in jobs:
-            r = subprocess.run(["bash", script], env={**env, **job}, capture_output=True, timeout=1200)
+            r = subprocess.run(
+                ["bash", script], env={**env, **job}, capture_output=True, timeout=1200
+            )
             assert r.returncode == 0, (job, r.stderr.decode()[-3000:])
     _same_round(run_a, tmp_path / "runs" / "t")
     shards = sorted(p.name for p in (tmp_path / "runs" / "t" / "round-001").glob("*.shard-*"))
@@ -277,8 +313,16 @@ per_device_batch_size = 2
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     rnd = tmp_path / "runs" / "fixed" / "round-001"
     stages = orjson.loads((rnd / "manifest.json").read_bytes())["stages"]
-    assert list(stages) == ["memory-init", "pool-source", "pool", "validate", "hint", "rollout", "regret",
-                            "train"]
+    assert list(stages) == [
+        "memory-init",
+        "pool-source",
+        "pool",
+        "validate",
+        "hint",
+        "rollout",
+        "regret",
+        "train",
+    ]
     assert "--sandbox-package" in stages["rollout"]["argv"]
     scored = load_all(str(rnd / "scored.jsonl.zst"))
     assert len(scored) == 2

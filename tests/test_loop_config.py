@@ -30,7 +30,10 @@ def test_every_field_is_documented():
         ("[nope]\nx = 1\n", "unknown field 'nope'"),
         ("rounds = 'two'\n", "'rounds': expected int, got str 'two'"),
         ("rounds = 0\n", "'rounds' must be at least 1, got 0"),
-        ("[regret]\nestimator = 'median'\n", "'regret.estimator' must be one of blend, regret, solve-rate, learning-potential, regret-var, mean-gap, max-gap, learnability"),
+        (
+            "[regret]\nestimator = 'median'\n",
+            "'regret.estimator' must be one of blend, regret, solve-rate, learning-potential, regret-var, mean-gap, max-gap, learnability",
+        ),
         ("[corpus]\npaths = 'a.jsonl'\n", "'corpus.paths': expected a list"),
         ("design = 3\n", "'design' must be a table"),
         ("rounds = [\n", "bad TOML"),
@@ -50,7 +53,10 @@ def test_cli_config_error_exit_2(tmp_path):
     path.write_text("[train]\nlearning_rat = 1\n")
     r = run_cli("loop", str(path))
     assert r.returncode == 2
-    assert r.stderr.decode().strip() == f"spade-loop: error: {path}: unknown field 'train.learning_rat'"
+    assert (
+        r.stderr.decode().strip()
+        == f"spade-loop: error: {path}: unknown field 'train.learning_rat'"
+    )
     assert r.stdout == b""
 
 
@@ -63,8 +69,10 @@ def test_shipped_example_configs_load():
 
 def test_failed_stage_exit_code_is_the_loops(tmp_path):
     cfg = tmp_path / "run.toml"
-    cfg.write_text(f'name = "x"\nruns_dir = "{tmp_path}/runs"\n[model]\npath = "{tmp_path}/model"\n'
-                   f'[corpus]\npaths = ["{tmp_path}/no-such-corpus.jsonl"]\n')
+    cfg.write_text(
+        f'name = "x"\nruns_dir = "{tmp_path}/runs"\n[model]\npath = "{tmp_path}/model"\n'
+        f'[corpus]\npaths = ["{tmp_path}/no-such-corpus.jsonl"]\n'
+    )
     r = run_cli("loop", str(cfg))
     assert r.returncode == 3, r.stderr
     err = r.stderr.decode()

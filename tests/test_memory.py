@@ -43,13 +43,24 @@ def rename_identifiers(code: str, mapping: dict[str, str]) -> str:
 
 GUESS_RENAMED = rename_identifiers(
     GUESS,
-    {"GuessNumber": "HiddenValueGame", "secret": "target", "turns": "n_moves", "rng": "gen",
-     "solution": "plan", "guess": "value", "feedback": "direction", "lo": "low", "hi": "high",
-     "mid": "middle", "hint": "tip", "action": "act"},
+    {
+        "GuessNumber": "HiddenValueGame",
+        "secret": "target",
+        "turns": "n_moves",
+        "rng": "gen",
+        "solution": "plan",
+        "guess": "value",
+        "feedback": "direction",
+        "lo": "low",
+        "hi": "high",
+        "mid": "middle",
+        "hint": "tip",
+        "action": "act",
+    },
 )
 
 # Same program, different layout: comments, docstrings, quotes, wrapping, blank lines.
-GUESS_REFORMATTED = textwrap.dedent('''
+GUESS_REFORMATTED = textwrap.dedent("""
     # Guessing game, reformatted by someone else.
     import random
     import gymnasium as gym
@@ -87,16 +98,30 @@ GUESS_REFORMATTED = textwrap.dedent('''
                 return ('Correct!', 1.0, True, False, {})
             feedback = 'higher' if guess < self.secret else 'lower'
             return (f'Try {feedback}.', 0.0, False, self.turns >= 10, {})
-''')
+""")
 
 
-def entry(name: str, code: str, regret: float = 0.0, p: float = 0.5, round_: int = 0,
-          last_round: int | None = None) -> dict:
+def entry(
+    name: str,
+    code: str,
+    regret: float = 0.0,
+    p: float = 0.5,
+    round_: int = 0,
+    last_round: int | None = None,
+) -> dict:
     rec = new_record(
-        "env", f"env-{name}", [f"cand-{name}"], name=name, summary=f"{name} summary", code=code,
-        max_turns=5, doc_id=f"doc-{name}", round=round_,
+        "env",
+        f"env-{name}",
+        [f"cand-{name}"],
+        name=name,
+        summary=f"{name} summary",
+        code=code,
+        max_turns=5,
+        doc_id=f"doc-{name}",
+        round=round_,
         scores={"regret": regret, "learnability": p * (1 - p), "nohint": {"success_rate": p}},
-        replays=0, last_round=round_ if last_round is None else last_round,
+        replays=0,
+        last_round=round_ if last_round is None else last_round,
         code_hash=dedup.code_hash(code),
     )
     return rec
@@ -104,11 +129,24 @@ def entry(name: str, code: str, regret: float = 0.0, p: float = 0.5, round_: int
 
 def variants(n: int) -> list[str]:
     """n genuinely different small environments (different logic, not just constants)."""
-    ops = ["a + b", "a * b", "a - b", "max(a, b)", "min(a, b) * 2", "abs(a - b) + 1", "a % (b + 1)",
-           "(a + b) // 2", "a ** 2 - b", "len(str(a * b))", "sum(range(a)) - b", "a * a + b * b"]
+    ops = [
+        "a + b",
+        "a * b",
+        "a - b",
+        "max(a, b)",
+        "min(a, b) * 2",
+        "abs(a - b) + 1",
+        "a % (b + 1)",
+        "(a + b) // 2",
+        "a ** 2 - b",
+        "len(str(a * b))",
+        "sum(range(a)) - b",
+        "a * a + b * b",
+    ]
     out = []
     for i in range(n):
-        out.append(textwrap.dedent(f'''
+        out.append(
+            textwrap.dedent(f"""
             import gymnasium as gym
             class E{i}(gym.Env):
                 metadata = {{"name": "op-{i}", "max_turns": {i + 1}}}
@@ -119,7 +157,8 @@ def variants(n: int) -> list[str]:
                 def step(self, action):
                     ok = action.strip() == self.answer
                     return "done", float(ok), True, False, {{}}
-        '''))
+        """)
+        )
     return out
 
 
@@ -192,7 +231,9 @@ def test_save_load_roundtrip_compressed(tmp_path):
 
 def test_load_rejects_wrong_kind(tmp_path):
     path = tmp_path / "mem.jsonl"
-    path.write_bytes(orjson.dumps(entry("nim", NIM)) + b"\n" + orjson.dumps({"kind": "doc", "id": "d"}) + b"\n")
+    path.write_bytes(
+        orjson.dumps(entry("nim", NIM)) + b"\n" + orjson.dumps({"kind": "doc", "id": "d"}) + b"\n"
+    )
     with pytest.raises(Exception, match=r"mem.jsonl:2: expected a 'env' record"):
         memory.load_memory(str(path))
 
@@ -218,8 +259,11 @@ def test_update_killed_between_write_and_rename_keeps_old_memory(tmp_path):
     path = tmp_path / "mem.jsonl.zst"
     memory.save_memory(str(path), [entry("guess", GUESS), entry("nim", NIM)])
     before = path.read_bytes()
-    proc = subprocess.run([sys.executable, "-c", KILLER, str(path), "before-rename", "50"],
-                          capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, str(path), "before-rename", "50"],
+        capture_output=True,
+        timeout=60,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert path.read_bytes() == before
     assert [e["id"] for e in memory.load_memory(str(path))] == ["env-guess", "env-nim"]
@@ -232,12 +276,17 @@ def test_update_killed_mid_write_keeps_old_or_new(tmp_path):
     path = tmp_path / "mem.jsonl"
     memory.save_memory(str(path), [entry("guess", GUESS)])
     before = path.read_bytes()
-    proc = subprocess.Popen([sys.executable, "-c", KILLER, str(path), "slow", "40000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLER, str(path), "slow", "40000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.readline().strip() == b"ready"
     # the write of 40000 records takes a while: kill it part-way through
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any(p.name.startswith(".mem.jsonl.partial") for p in tmp_path.iterdir()):
+    while time.monotonic() < deadline and not any(
+        p.name.startswith(".mem.jsonl.partial") for p in tmp_path.iterdir()
+    ):
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -265,9 +314,13 @@ def test_exemplars_policy_and_determinism():
 
 
 def test_exemplars_diverse_slot_avoids_near_copies():
-    base = [entry("guess", GUESS, regret=0.9), entry("guess2", GUESS_RENAMED.replace("100", "99"), regret=0.8),
-            entry("guess3", GUESS.replace("10", "12"), regret=0.7), entry("nim", NIM, regret=0.1),
-            entry("bank", BANK, regret=0.05)]
+    base = [
+        entry("guess", GUESS, regret=0.9),
+        entry("guess2", GUESS_RENAMED.replace("100", "99"), regret=0.8),
+        entry("guess3", GUESS.replace("10", "12"), regret=0.7),
+        entry("nim", NIM, regret=0.1),
+        entry("bank", BANK, regret=0.05),
+    ]
     # k=2: one top slot (guess), no random slot, one diverse slot: must not be a guess copy
     picked = memory.select_exemplars(base, 2, seed=0)
     assert picked[0]["name"] == "guess"
@@ -276,7 +329,8 @@ def test_exemplars_diverse_slot_avoids_near_copies():
 
 def test_listing():
     entries = [entry("b", NIM, round_=1), entry("a", GUESS, round_=2)] + [
-        entry(f"v{i}", c) for i, c in enumerate(variants(5))]
+        entry(f"v{i}", c) for i, c in enumerate(variants(5))
+    ]
     text = memory.listing(entries, limit=3)
     lines = text.splitlines()
     assert lines[0] == "- a: a summary" and lines[1] == "- b: b summary"
@@ -288,13 +342,18 @@ def test_listing():
 
 
 def test_replay_priorities_follow_plr():
-    e = [entry("hi", GUESS, p=0.5, round_=3), entry("mid", NIM, p=0.9, round_=3),
-         entry("lo", BANK, p=1.0, round_=0)]
+    e = [
+        entry("hi", GUESS, p=0.5, round_=3),
+        entry("mid", NIM, p=0.9, round_=3),
+        entry("lo", BANK, p=1.0, round_=0),
+    ]
     pr = memory.replay_priorities(e, round_=4, beta=1.0, rho=0.5)
     # ranks by learnability: hi (0.25) 1, mid (0.09) 2, lo (0) 3 -> h = 1, 1/2, 1/3
     s = 1 + 1 / 2 + 1 / 3
     stale = {"hi": 1, "mid": 1, "lo": 4}
-    want = {k: 0.5 * (1 / r) / s + 0.5 * stale[k] / 6 for k, r in (("hi", 1), ("mid", 2), ("lo", 3))}
+    want = {
+        k: 0.5 * (1 / r) / s + 0.5 * stale[k] / 6 for k, r in (("hi", 1), ("mid", 2), ("lo", 3))
+    }
     assert pr == pytest.approx({f"env-{k}": v for k, v in want.items()})
     assert sum(pr.values()) == pytest.approx(1.0)
 
@@ -305,8 +364,10 @@ def test_select_replay_deterministic_and_prioritised():
     b = memory.select_replay(list(reversed(entries)), 4, round_=5, seed=3)
     assert [e["id"] for e in a] == [e["id"] for e in b] and len({e["id"] for e in a}) == 4
     # the seed matters: other seeds draw other sets (any two may coincide, ten cannot all)
-    draws = {tuple(sorted(e["id"] for e in memory.select_replay(entries, 4, round_=5, seed=s)))
-             for s in range(10)}
+    draws = {
+        tuple(sorted(e["id"] for e in memory.select_replay(entries, 4, round_=5, seed=s)))
+        for s in range(10)
+    }
     assert len(draws) > 1
     # over many seeds, the most learnable entry (p = 6/12) is replayed far more often than p = 0
     counts: dict[str, int] = {}
@@ -332,15 +393,37 @@ def test_replay_candidates_are_valid_candidates():
 
 
 def test_entries_from_library_and_unplayed_first_in_replay():
-    lib = [{"name": "guess", "summary": "Guess a number.", "code": GUESS, "max_turns": 10, "tools": None,
-            "family": "games", "path": "x/guess.py"},
-           {"name": "bank", "summary": "", "code": BANK, "max_turns": 6, "tools": [{"type": "function"}],
-            "family": "stateful tool use", "path": "x/bank.py"},
-           {"name": "guess-copy", "summary": "", "code": GUESS_REFORMATTED, "max_turns": 10}]
+    lib = [
+        {
+            "name": "guess",
+            "summary": "Guess a number.",
+            "code": GUESS,
+            "max_turns": 10,
+            "tools": None,
+            "family": "games",
+            "path": "x/guess.py",
+        },
+        {
+            "name": "bank",
+            "summary": "",
+            "code": BANK,
+            "max_turns": 6,
+            "tools": [{"type": "function"}],
+            "family": "stateful tool use",
+            "path": "x/bank.py",
+        },
+        {"name": "guess-copy", "summary": "", "code": GUESS_REFORMATTED, "max_turns": 10},
+    ]
     entries = memory.entries_from_library(lib)
     assert [e["name"] for e in entries] == ["guess", "bank"]  # the reformatted copy has the same id
-    assert entries[0]["kind"] == "env" and entries[0]["origin"] == "library" and entries[0]["round"] == 0
-    assert entries[1]["summary"].startswith("Tool use: move money") and entries[1]["tools"] == [{"type": "function"}]
+    assert (
+        entries[0]["kind"] == "env"
+        and entries[0]["origin"] == "library"
+        and entries[0]["round"] == 0
+    )
+    assert entries[1]["summary"].startswith("Tool use: move money") and entries[1]["tools"] == [
+        {"type": "function"}
+    ]
     assert entries[0]["code_hash"] == dedup.code_hash(GUESS)
     played = entry("nim", NIM, p=0.5)
     ranked = memory.replay_priorities([played] + entries, round_=0, beta=0.1)
@@ -355,7 +438,9 @@ def test_spade_memory_pool_from_memory_file(tmp_path, cli):
     assert r.returncode == 0, r.stderr
     cands = [orjson.loads(x) for x in r.stdout.splitlines()]
     assert len(cands) == 4 and len({c["id"] for c in cands}) == 4
-    assert all(c["origin"] == "library" and c["round"] == 3 and "validation" not in c for c in cands)
+    assert all(
+        c["origin"] == "library" and c["round"] == 3 and "validation" not in c for c in cands
+    )
     assert cli("memory", "pool", path, "-n", "4", "--round", "3", "--seed", "1").stdout == r.stdout
     assert cli("memory", "pool", path, "-n", "4", "--round", "4", "--seed", "1").stdout != r.stdout
     assert len(cli("memory", "pool", path, "-n", "0").stdout.splitlines()) == 6
@@ -382,7 +467,7 @@ def test_example_library_has_no_false_duplicates():
         assert idx.find(e["code"]) is None, e["name"]
         idx.add(e["name"], e["code"])
     sets = [dedup.shingles(e["code"]) for e in lib]
-    worst = max(dedup.jaccard(a, b) for i, a in enumerate(sets) for b in sets[i + 1:])
+    worst = max(dedup.jaccard(a, b) for i, a in enumerate(sets) for b in sets[i + 1 :])
     assert worst < 0.5  # far below the 0.8 threshold
     assert len(memory.entries_from_library(lib)) == len(lib)
 
@@ -414,28 +499,45 @@ def test_capacity_applies_when_regret_updates_memory(tmp_path, cli):
 def test_published_exemplars_band_skill_top_and_determinism():
     from spade_cli.memory import select_published
 
-    es = [dict(entry(f"s{i}", f"z = {i}", regret=i / 100, p=0.5), skill="Optimization") for i in range(30)]
-    es += [dict(entry("easy", "q = 1", regret=5.0, p=0.95), skill="Optimization"),
-           dict(entry("hard", "q = 2", regret=5.0, p=0.05), skill="Optimization"),
-           dict(entry("other", "q = 3", regret=9.0, p=0.5), skill="Logical Deduction")]
-    picks = {tuple(e["name"] for e in select_published(es, "Optimization", 2, seed=s)) for s in range(40)}
+    es = [
+        dict(entry(f"s{i}", f"z = {i}", regret=i / 100, p=0.5), skill="Optimization")
+        for i in range(30)
+    ]
+    es += [
+        dict(entry("easy", "q = 1", regret=5.0, p=0.95), skill="Optimization"),
+        dict(entry("hard", "q = 2", regret=5.0, p=0.05), skill="Optimization"),
+        dict(entry("other", "q = 3", regret=9.0, p=0.5), skill="Logical Deduction"),
+    ]
+    picks = {
+        tuple(e["name"] for e in select_published(es, "Optimization", 2, seed=s)) for s in range(40)
+    }
     names = {n for p in picks for n in p}
     # Only the top max(3n, 10) = 10 by regret inside the band, of the skill.
     assert names <= {f"s{i}" for i in range(20, 30)} and len(names) > 5
     assert all(len(p) == 2 for p in picks)
-    assert select_published(es, "Optimization", 2, seed=3) == select_published(list(reversed(es)), "Optimization", 2, seed=3)
+    assert select_published(es, "Optimization", 2, seed=3) == select_published(
+        list(reversed(es)), "Optimization", 2, seed=3
+    )
     assert [e["name"] for e in select_published(es, "Logical Deduction", 2)] == ["other"]
     # Band edges are inclusive; unplayed entries never qualify.
-    edge = [dict(entry("lo", "a = 1", p=0.15), skill="X"), dict(entry("hi", "a = 2", p=0.85), skill="X"),
-            dict(entry("out", "a = 3", p=0.86), skill="X"), dict(entry("new", "a = 4"), skill="X", scores={})]
+    edge = [
+        dict(entry("lo", "a = 1", p=0.15), skill="X"),
+        dict(entry("hi", "a = 2", p=0.85), skill="X"),
+        dict(entry("out", "a = 3", p=0.86), skill="X"),
+        dict(entry("new", "a = 4"), skill="X", scores={}),
+    ]
     assert {e["name"] for e in select_published(edge, "X", 4)} == {"lo", "hi"}
 
 
 def test_avoid_line_names_a_too_easy_or_too_hard_environment():
     from spade_cli.memory import avoid_entry, avoid_line
 
-    es = [dict(entry("fine", "a = 1", p=0.5), skill="X"), dict(entry("easy", "a = 2", p=0.95), skill="X"),
-          dict(entry("hard", "a = 3", p=0.0), skill="X"), dict(entry("edge", "a = 4", p=0.9), skill="X")]
+    es = [
+        dict(entry("fine", "a = 1", p=0.5), skill="X"),
+        dict(entry("easy", "a = 2", p=0.95), skill="X"),
+        dict(entry("hard", "a = 3", p=0.0), skill="X"),
+        dict(entry("edge", "a = 4", p=0.9), skill="X"),
+    ]
     seen = {avoid_entry(es, "X", seed=s)[0]["name"] for s in range(30)}
     assert seen == {"easy", "hard"}
     e, why = avoid_entry(es, "X", seed=1)
@@ -457,7 +559,12 @@ def test_cut_code_ends_at_a_line_and_is_marked():
 def test_memory_entry_keeps_skill_and_difficulty():
     from spade_cli.memory import entry_from_candidate, win_rate
 
-    cand = {"id": "cand-1", "skill": "Optimization", "difficulty": "hard", "env": {"code": "x = 1", "name": "n"}}
+    cand = {
+        "id": "cand-1",
+        "skill": "Optimization",
+        "difficulty": "hard",
+        "env": {"code": "x = 1", "name": "n"},
+    }
     e = entry_from_candidate(cand, {"regret": 0.3, "nohint": {"success_rate": 0.25}}, 2)
     assert (e["skill"], e["difficulty"], win_rate(e)) == ("Optimization", "hard", 0.25)
 
@@ -470,7 +577,12 @@ def test_published_exemplars_count_a_win_above_zero_and_never_borrow_a_skill():
 
     def entry(i: int, skill: str, returns: list[float]) -> dict:
         nohint = regret.condition_stats([{"return": r} for r in returns])
-        return {"id": f"e{i}", "skill": skill, "code": f"x = {i}", "scores": {"regret": 0.3, "nohint": nohint}}
+        return {
+            "id": f"e{i}",
+            "skill": skill,
+            "code": f"x = {i}",
+            "scores": {"regret": 0.3, "nohint": nohint},
+        }
 
     partial = entry(1, "Optimization", [0.5, 0.5, 0.0, 0.0])  # never solved, won half the plays
     assert win_rate(partial) == 0.5 and partial["scores"]["nohint"]["success_rate"] == 0.0

@@ -16,7 +16,9 @@ from spade_cli.micro import transcripts as tr
 
 def win_rate(family: str, level: int, hinted: bool, skill: float, n: int = 200) -> float:
     rng = random.Random(f"{family}:{level}:{hinted}:{skill}")
-    return statistics.fmean(tr.play(family, level, 1000 + i, hinted, skill, rng)[1] for i in range(n))
+    return statistics.fmean(
+        tr.play(family, level, 1000 + i, hinted, skill, rng)[1] for i in range(n)
+    )
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -70,12 +72,20 @@ def test_design_transcripts_are_the_micro_prompt_and_a_parsable_design(tiny_toke
     t = tr.design_transcript(rng, template, docs, MICRO)
     system, user, answer = (m["content"] for m in t.messages)
     assert system == render(template.system, {}).strip()
-    assert "Target skill." in user and "Difficulty:" in user and "<document source=\"topic\">" in user
+    assert "Target skill." in user and "Difficulty:" in user and '<document source="topic">' in user
     code = re.search(r"```python\n(.*?)```", answer, re.S)[1]
     ns: dict = {}
-    exec(code.replace("from spade_micro import", "from spade_cli.micro.site.spade_micro import"), ns)
-    cls = next(v for k, v in ns.items() if isinstance(v, type) and k not in FAMILIES and hasattr(v, "level")
-               and v.__name__ not in ("CorridorEnv", "CodeEnv", "SwitchEnv"))
+    exec(
+        code.replace("from spade_micro import", "from spade_cli.micro.site.spade_micro import"), ns
+    )
+    cls = next(
+        v
+        for k, v in ns.items()
+        if isinstance(v, type)
+        and k not in FAMILIES
+        and hasattr(v, "level")
+        and v.__name__ not in ("CorridorEnv", "CodeEnv", "SwitchEnv")
+    )
     assert cls.level in LEVELS and cls.metadata["max_turns"] >= 1
 
 
@@ -96,15 +106,27 @@ def test_every_family_and_level_passes_spade_validate(tmp_path, cli):
 
     from spade_cli.records import make_id, new_record
 
-    recs = [new_record("candidate", make_id("cand", f, lv), [], origin="design", round=1, group="g",
-                       design={"text": f"A design.\n```python\n{tr.design_code(f, f'Probe{lv}', lv)}```"})
-            for f in FAMILIES for lv in LEVELS]
+    recs = [
+        new_record(
+            "candidate",
+            make_id("cand", f, lv),
+            [],
+            origin="design",
+            round=1,
+            group="g",
+            design={"text": f"A design.\n```python\n{tr.design_code(f, f'Probe{lv}', lv)}```"},
+        )
+        for f in FAMILIES
+        for lv in LEVELS
+    ]
     src = tmp_path / "c.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
     r = cli("validate", str(src), "--seeds", "4")
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     out = [orjson.loads(x) for x in r.stdout.splitlines()]
-    assert [(c["validation"]["valid"], c["validation"]["reason"]) for c in out] == [(True, "ok")] * len(recs)
+    assert [(c["validation"]["valid"], c["validation"]["reason"]) for c in out] == [
+        (True, "ok")
+    ] * len(recs)
     assert {c["env"]["name"] for c in out} == {f"probe{lv}" for lv in LEVELS}
 
 
@@ -116,9 +138,14 @@ def test_the_heldout_suite_covers_every_family_and_level_and_the_oracle_solves_i
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     recs = [orjson.loads(x) for x in r.stdout.splitlines()]
     assert len(recs) == 36
-    assert {(x["meta"]["family"], x["meta"]["level"]) for x in recs} == {(f, lv) for f in FAMILIES for lv in LEVELS}
+    assert {(x["meta"]["family"], x["meta"]["level"]) for x in recs} == {
+        (f, lv) for f in FAMILIES for lv in LEVELS
+    }
     assert all(x["stats"]["pass@1"] == 1.0 for x in recs)
-    again = [orjson.loads(x) for x in cli("eval", "--suite", "micro", "--oracle", "-n", "36").stdout.splitlines()]
+    again = [
+        orjson.loads(x)
+        for x in cli("eval", "--suite", "micro", "--oracle", "-n", "36").stdout.splitlines()
+    ]
     assert [x["meta"]["episode_seed"] for x in again] == [x["meta"]["episode_seed"] for x in recs]
 
 
@@ -129,10 +156,20 @@ def test_negative_control_permutes_designer_rewards_within_a_skill(tmp_path):
 
     recs = []
     for i in range(6):
-        recs.append({"kind": "candidate", "v": 1, "id": f"d{i}", "parents": [], "round": 1, "group": "g",
-                     "origin": "design", "skill": "Logical Deduction",
-                     "design": {"prompt_ids": [1, 2], "completion_ids": [3, 4 + i]},
-                     "score": {"valid": True, "reward": float(i)}})
+        recs.append(
+            {
+                "kind": "candidate",
+                "v": 1,
+                "id": f"d{i}",
+                "parents": [],
+                "round": 1,
+                "group": "g",
+                "origin": "design",
+                "skill": "Logical Deduction",
+                "design": {"prompt_ids": [1, 2], "completion_ids": [3, 4 + i]},
+                "score": {"valid": True, "reward": float(i)},
+            }
+        )
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
     plain, _ = read_groups([str(path)], role="designer")
@@ -141,4 +178,7 @@ def test_negative_control_permutes_designer_rewards_within_a_skill(tmp_path):
     mixed = [s.reward for s in shuffled[0]]
     assert rewards == [float(i) for i in range(6)]
     assert sorted(mixed) == rewards and mixed != rewards
-    assert [s.reward for s in read_groups([str(path)], role="designer", shuffle_designer_rewards=7)[0][0]] == mixed
+    assert [
+        s.reward
+        for s in read_groups([str(path)], role="designer", shuffle_designer_rewards=7)[0][0]
+    ] == mixed

@@ -21,15 +21,29 @@ from tests.helpers import run_cli
 pytestmark = pytest.mark.requires_bwrap
 
 ENVS = ("corridor_l1", "code_l1", "switch_l2", "corridor_l2")
-TRAIN = ["--role", "both", "--lr", "1e-3", "--epochs", "2", "--per-device-batch-size", "8",
-         "--max-grad-norm", "10", "--seed", "3"]
+TRAIN = [
+    "--role",
+    "both",
+    "--lr",
+    "1e-3",
+    "--epochs",
+    "2",
+    "--per-device-batch-size",
+    "8",
+    "--max-grad-norm",
+    "10",
+    "--seed",
+    "3",
+]
 
 
 @pytest.fixture(scope="module")
 def micro_model(tmp_path_factory):
     from spade_cli.micro.model import build_micro_model
 
-    return build_micro_model(tmp_path_factory.mktemp("micro") / "model")  # the cache after `just setup`
+    return build_micro_model(
+        tmp_path_factory.mktemp("micro") / "model"
+    )  # the cache after `just setup`
 
 
 def _jsonl(path, recs):
@@ -52,18 +66,30 @@ def _designs(model) -> list[dict]:
     recs = []
     for skill in MICRO:
         values = {"skill": skill.prompt_text(), "difficulty": "medium"}
-        messages = [{"role": "system", "content": render(template.system, values).strip()},
-                    {"role": "user", "content": render(template.user, values).strip()}]
+        messages = [
+            {"role": "system", "content": render(template.system, values).strip()},
+            {"role": "user", "content": render(template.user, values).strip()},
+        ]
         prompt = tok.apply_chat_template(messages, add_generation_prompt=True)
         prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
         family = SKILLS[skill.name].family
         for level in range(1, 7):
             text = design_answer(family, "FixedDesign", level)
             ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-            recs.append({"kind": "candidate", "v": 1, "id": f"d-{family}-{level}", "parents": [], "round": 1,
-                         "group": f"g-{family}", "origin": "design", "skill": skill.name,
-                         "design": {"prompt_ids": prompt, "completion_ids": ids},
-                         "score": {"valid": True, "reward": {3: 1.0, 2: 0.5, 4: 0.5}.get(level, 0.0)}})
+            recs.append(
+                {
+                    "kind": "candidate",
+                    "v": 1,
+                    "id": f"d-{family}-{level}",
+                    "parents": [],
+                    "round": 1,
+                    "group": f"g-{family}",
+                    "origin": "design",
+                    "skill": skill.name,
+                    "design": {"prompt_ids": prompt, "completion_ids": ids},
+                    "score": {"valid": True, "reward": {3: 1.0, 2: 0.5, 4: 0.5}.get(level, 0.0)},
+                }
+            )
     return recs
 
 
@@ -76,9 +102,28 @@ def samples(micro_model, tmp_path_factory):
     cands = _jsonl(d / "cands.jsonl", library_candidates(lib, round=1))
     r = run_cli("validate", cands, "-o", d / "validated.jsonl")
     assert r.returncode == 0, r.stderr.decode()[-2000:]
-    r = run_cli("rollout", d / "validated.jsonl", "--engine", "hf", "--model", micro_model, "-k", "8",
-                "--conditions", "nohint", "--hint-source", "env", "--prompt", "micro", "--max-tokens", "4",
-                "--seed", "5", "-o", d / "rollouts.jsonl")
+    r = run_cli(
+        "rollout",
+        d / "validated.jsonl",
+        "--engine",
+        "hf",
+        "--model",
+        micro_model,
+        "-k",
+        "8",
+        "--conditions",
+        "nohint",
+        "--hint-source",
+        "env",
+        "--prompt",
+        "micro",
+        "--max-tokens",
+        "4",
+        "--seed",
+        "5",
+        "-o",
+        d / "rollouts.jsonl",
+    )
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     played = [orjson.loads(x) for x in (d / "rollouts.jsonl").read_bytes().splitlines()]
     spread = [c for c in played if len({ep["return"] for ep in c["rollouts"]["nohint"]}) > 1]
@@ -113,8 +158,12 @@ def _movement(before, after, path) -> dict[str, float]:
         for s in g:
             ids = torch.tensor([s.prompt_ids + s.completion_ids])
             with torch.no_grad():
-                lp = [torch.log_softmax(m(ids).logits[0, len(s.prompt_ids) - 1:-1].float(), -1)
-                      .gather(1, torch.tensor(s.completion_ids)[:, None])[:, 0] for m in (before, after)]
+                lp = [
+                    torch.log_softmax(
+                        m(ids).logits[0, len(s.prompt_ids) - 1 : -1].float(), -1
+                    ).gather(1, torch.tensor(s.completion_ids)[:, None])[:, 0]
+                    for m in (before, after)
+                ]
             delta = lp[1] - lp[0]
             mask = torch.tensor(s.env_mask, dtype=torch.bool)
             out[s.role] += s.advantage * float(delta[mask].sum())
@@ -126,7 +175,9 @@ def _movement(before, after, path) -> dict[str, float]:
 
 
 @pytest.mark.slow  # two real GRPO runs of the micro model (~1 min)
-def test_grpo_climbs_the_reward_for_both_roles_and_descends_when_it_is_flipped(micro_model, samples):
+def test_grpo_climbs_the_reward_for_both_roles_and_descends_when_it_is_flipped(
+    micro_model, samples
+):
     from transformers import AutoModelForCausalLM
 
     d, recs = samples
@@ -134,15 +185,21 @@ def test_grpo_climbs_the_reward_for_both_roles_and_descends_when_it_is_flipped(m
     result = {}
     for name, data in (("plain", recs), ("flipped", _flipped(recs))):
         path = _jsonl(d / f"{name}.jsonl", data)
-        r = run_cli("train", path, "--model", micro_model, "--output-dir", d / f"ckpt-{name}", *TRAIN)
+        r = run_cli(
+            "train", path, "--model", micro_model, "--output-dir", d / f"ckpt-{name}", *TRAIN
+        )
         assert r.returncode == 0, r.stderr.decode()[-3000:]
-        result[name] = _movement(before, AutoModelForCausalLM.from_pretrained(d / f"ckpt-{name}"), path)
+        result[name] = _movement(
+            before, AutoModelForCausalLM.from_pretrained(d / f"ckpt-{name}"), path
+        )
     plain, flipped = result["plain"], result["flipped"]
     # Each run is judged against its own rewards: both must climb them.
     assert plain["designer"] > 0 and plain["agent"] > 0, result
     assert flipped["designer"] > 0 and flipped["agent"] > 0, result
     # ... so against the true rewards the flipped run descends.
-    true = _movement(before, AutoModelForCausalLM.from_pretrained(d / "ckpt-flipped"), d / "plain.jsonl")
+    true = _movement(
+        before, AutoModelForCausalLM.from_pretrained(d / "ckpt-flipped"), d / "plain.jsonl"
+    )
     assert true["designer"] < 0 and true["agent"] < 0, true
     # The loss is on the model's tokens: the observations in between move far less.
     assert plain["env_token"] < 0.5 * plain["model_token"], plain

@@ -70,8 +70,10 @@ def validated(names: list[str]) -> list[dict]:
 
 
 def sums(root: Path) -> str:
-    return "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}\n"
-                   for p in sorted(root.rglob("*.py")))
+    return "".join(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}\n"
+        for p in sorted(root.rglob("*.py"))
+    )
 
 
 # --------------------------------------------------------------------------- the contract
@@ -83,14 +85,23 @@ def test_detection_tells_the_contracts_apart():
     for c in library_candidates():
         assert detect_contract(c["env"]["code"]) == "spade", c["env"]["name"]
     assert detect_contract("def broken(:\n") == "spade"
-    assert detect_contract("class A:\n    metadata = {}\n    def reset(self): pass\n"
-                           "    def step(self, a): pass\n") == "spade"
+    assert (
+        detect_contract(
+            "class A:\n    metadata = {}\n    def reset(self): pass\n    def step(self, a): pass\n"
+        )
+        == "spade"
+    )
 
 
 def test_solution_text_as_actions():
-    assert solution_actions("\\boxed{east} then \\boxed{ south }") == ["\\boxed{east}", "\\boxed{south}"]
+    assert solution_actions("\\boxed{east} then \\boxed{ south }") == [
+        "\\boxed{east}",
+        "\\boxed{south}",
+    ]
     assert solution_actions('<tool_call>{"name": "x"}</tool_call> <answer>done</answer>') == [
-        '<tool_call>{"name": "x"}</tool_call>', "<answer>done</answer>"]
+        '<tool_call>{"name": "x"}</tool_call>',
+        "<answer>done</answer>",
+    ]
     assert solution_actions("Open the vault by reasoning about the digits.") == []
     assert solution_actions(None) == []
 
@@ -98,14 +109,22 @@ def test_solution_text_as_actions():
 def test_adapter_presents_a_published_class_as_ours():
     with EnvSession(code("games/vault_code.py"), CFG) as env:
         # the release forces 25 turns whatever the constructor says (its default is 12)
-        assert env.metadata == {"name": "VaultCode", "max_turns": 25, "contract": "published",
-                                "has_solution": True}
+        assert env.metadata == {
+            "name": "VaultCode",
+            "max_turns": 25,
+            "contract": "published",
+            "has_solution": True,
+        }
         obs, info = env.reset(seed=4)
         assert "\\boxed{try DDD}" in obs and "solution" not in info
-        assert info["solution_text"] == info["hint"] and info["solution_text"].startswith("\\boxed{try ")
+        assert info["solution_text"] == info["hint"] and info["solution_text"].startswith(
+            "\\boxed{try "
+        )
         assert env.step("no command here")[1:3] == (0.0, False)
         assert env.step(info["solution_text"])[2] is True
-    with EnvSession(code("games/vault_code.py"), SandboxConfig(extra_env={"SPADE_MAX_TURNS": "5"})) as env:
+    with EnvSession(
+        code("games/vault_code.py"), SandboxConfig(extra_env={"SPADE_MAX_TURNS": "5"})
+    ) as env:
         assert env.metadata["max_turns"] == 5
     with EnvSession(code("broken/missing_solution.py"), CFG) as env:
         assert env.metadata["has_solution"] is False
@@ -128,15 +147,27 @@ def test_tool_use_base_env_speaks_the_release_protocol():
     obs, info = env.reset(seed=5)
     assert info == {} and "<answer>COST</answer>" in obs and isinstance(env, ToolUseBaseEnv)
     assert [t["function"]["name"] for t in env.get_tools()] == [
-        "list_items", "get_stock", "get_price", "place_order"]
+        "list_items",
+        "get_stock",
+        "get_price",
+        "place_order",
+    ]
     assert env.get_tools()[1]["function"]["parameters"]["required"] == ["item"]
-    assert env.step("no protocol here") == ("Format error: use tools to call a function, or "
-                                            "<answer>result</answer> to submit.", -0.1, False, False, {})
+    assert env.step("no protocol here") == (
+        "Format error: use tools to call a function, or <answer>result</answer> to submit.",
+        -0.1,
+        False,
+        False,
+        {},
+    )
     assert env.step("<tool_call>{not json</tool_call>")[1] == -0.1
     assert env.step('<tool_call>{"name": "fly", "arguments": {}}</tool_call>')[0].startswith(
-        "Unknown tool 'fly'. Available: list_items, get_stock")
+        "Unknown tool 'fly'. Available: list_items, get_stock"
+    )
     target = env._target
-    stock = env.step(f'<tool_call>{{"name": "get_stock", "arguments": {{"item": "{target}"}}}}</tool_call>')
+    stock = env.step(
+        f'<tool_call>{{"name": "get_stock", "arguments": {{"item": "{target}"}}}}</tool_call>'
+    )
     assert stock == (f"Tool result:\n{env._state['stock'][target]}", 0.0, False, False, {})
     assert env.step("<answer>0</answer>") == ("Incorrect. Keep using tools.", 0.0, False, False, {})
     # the sixth turn is the last: truncated, and the solution shown
@@ -154,9 +185,27 @@ def test_the_release_names_are_injected_and_math_verify_is_in_the_jail():
     from spade_cli.sandbox.published import common_names
 
     names = common_names()
-    for n in ("random", "math", "re", "json", "itertools", "collections", "np", "numpy", "deque",
-              "defaultdict", "Counter", "combinations", "reduce", "deepcopy", "heappush", "Tuple",
-              "Dict", "List", "Optional"):
+    for n in (
+        "random",
+        "math",
+        "re",
+        "json",
+        "itertools",
+        "collections",
+        "np",
+        "numpy",
+        "deque",
+        "defaultdict",
+        "Counter",
+        "combinations",
+        "reduce",
+        "deepcopy",
+        "heappush",
+        "Tuple",
+        "Dict",
+        "List",
+        "Optional",
+    ):
         assert n in names, n
     assert len(names) >= 40
     # hidden_slope.py imports math_verify and uses `random` without importing it
@@ -168,20 +217,31 @@ def test_the_release_names_are_injected_and_math_verify_is_in_the_jail():
         y0, y1 = (p.split("y = ")[1].rstrip(".") for p in pts)
         (n0, d), (n1, _) = (y.split("/") for y in (y0, y1))
         slope = (int(n1) - int(n0)) / int(d)
-        assert env.step(f"\\boxed{{slope {slope:.6f}}}")[1:3] == (1.0, True)  # math_verify: 0.75 == 3/4
+        assert env.step(f"\\boxed{{slope {slope:.6f}}}")[1:3] == (
+            1.0,
+            True,
+        )  # math_verify: 0.75 == 3/4
 
 
 def test_the_class_is_chosen_as_the_release_chooses_it():
-    two = ("class Board:\n    def reset(self, seed=None): return 'b', {}\n"
-           "    def step(self, a): return 'b', 0.0, True, False, {}\n"
-           "class PuzzleEnv(Board):\n    pass\n"
-           "class OtherEnv(Board):\n    pass\n")
+    two = (
+        "class Board:\n    def reset(self, seed=None): return 'b', {}\n"
+        "    def step(self, a): return 'b', 0.0, True, False, {}\n"
+        "class PuzzleEnv(Board):\n    pass\n"
+        "class OtherEnv(Board):\n    pass\n"
+    )
     with EnvSession(two, CFG) as env:  # the first class whose name ends in Env
         assert env.metadata["name"] == "PuzzleEnv"
     with EnvSession(code("release/ticket_workflow.py"), CFG) as env:
         assert env.metadata["name"] == "TicketWorkflowEnv"  # not the imported ToolUseBaseEnv
-        assert [t["function"]["name"] for t in env.metadata["tools"]] == ["list_tickets", "assign", "close"]
-    with EnvSession(code("games/vault_code.py"), SandboxConfig(extra_env={"SPADE_MAX_TURNS": "5"})) as env:
+        assert [t["function"]["name"] for t in env.metadata["tools"]] == [
+            "list_tickets",
+            "assign",
+            "close",
+        ]
+    with EnvSession(
+        code("games/vault_code.py"), SandboxConfig(extra_env={"SPADE_MAX_TURNS": "5"})
+    ) as env:
         assert env.metadata["max_turns"] == 5
 
 
@@ -194,9 +254,17 @@ def test_without_solution_the_environment_is_valid_and_unverified():
     strict = validate_code(code("release/hidden_slope.py"), SEEDS, opener(), require_solution=True)
     assert (strict.valid, strict.reason) == (False, "no_env_class")
     assert "no solution()" in strict.detail and "--require-solution" in strict.detail
-    assert validate_code(code("release/ticket_workflow.py"), SEEDS, opener(), require_solution=True).valid
-    r = run_cli("validate", "-", "--seeds", "2", "--require-solution",
-                input=orjson.dumps(_candidate("release/hidden_slope.py")) + b"\n")
+    assert validate_code(
+        code("release/ticket_workflow.py"), SEEDS, opener(), require_solution=True
+    ).valid
+    r = run_cli(
+        "validate",
+        "-",
+        "--seeds",
+        "2",
+        "--require-solution",
+        input=orjson.dumps(_candidate("release/hidden_slope.py")) + b"\n",
+    )
     assert r.returncode == 0, r.stderr
     assert orjson.loads(r.stdout)["validation"]["reason"] == "no_env_class"
 
@@ -210,8 +278,14 @@ def test_rewards_within_the_release_range_pass():
 
 
 def _candidate(name: str, i: int = 0) -> dict:
-    return {"kind": "candidate", "v": 1, "id": f"pub-{i}", "parents": [], "origin": "fixed",
-            "env": {"code": code(name), "name": Path(name).stem}}
+    return {
+        "kind": "candidate",
+        "v": 1,
+        "id": f"pub-{i}",
+        "parents": [],
+        "origin": "fixed",
+        "env": {"code": code(name), "name": Path(name).stem},
+    }
 
 
 def validated_ours() -> dict:
@@ -237,7 +311,9 @@ def test_fixture_validates_as_expected(name):
 def test_single_shot_quizzes_are_rejected_on_request():
     v = validate_code(code("games/single_shot_quiz.py"), SEEDS, opener(), reject_single_shot=True)
     assert (v.valid, v.reason, v.multi_turn) == (False, "single_shot", False)
-    assert validate_code(code("games/guess_number.py"), SEEDS, opener(), reject_single_shot=True).valid
+    assert validate_code(
+        code("games/guess_number.py"), SEEDS, opener(), reject_single_shot=True
+    ).valid
 
 
 def test_a_contract_that_does_not_match_is_rejected():
@@ -252,7 +328,9 @@ def test_a_contract_that_does_not_match_is_rejected():
 
 def test_observation_leaking_the_solution_is_a_hint_leak():
     leaky = code("games/guess_number.py").replace(
-        'return ("I am thinking', 'return ("It is \\\\boxed{" + str(self.secret) + "}. " "I am thinking')
+        'return ("I am thinking',
+        'return ("It is \\\\boxed{" + str(self.secret) + "}. " "I am thinking',
+    )
     v = validate_code(leaky, SEEDS, opener())
     assert (v.valid, v.reason) == (False, "hint_leak"), v.detail
 
@@ -271,7 +349,7 @@ def test_validated_record_carries_the_contract_and_the_action_format():
 # --------------------------------------------------------------------------- hostile code
 
 
-HOSTILE = '''
+HOSTILE = """
 import os, time
 
 class Hostile:
@@ -286,17 +364,20 @@ class Hostile:
 
     def solution(self):
         %s
-'''
+"""
 
 
-@pytest.mark.parametrize("step,solution,reason", [
-    ("while True: pass", "return 'x'", "timeout"),
-    ("x = bytearray(8 << 30)", "return 'x'", "memory"),
-    ("return 'o', 0.0, False, False, {}", "while True: pass", "timeout"),
-    ("open('/opt/spade/published.py', 'w').write('')", "return 'x'", "bad_step"),
-    ("while True: os.fork()", "return 'x'", "limit"),
-    ("while True: print('x' * 1000)", "return 'x'", "flood"),
-])
+@pytest.mark.parametrize(
+    "step,solution,reason",
+    [
+        ("while True: pass", "return 'x'", "timeout"),
+        ("x = bytearray(8 << 30)", "return 'x'", "memory"),
+        ("return 'o', 0.0, False, False, {}", "while True: pass", "timeout"),
+        ("open('/opt/spade/published.py', 'w').write('')", "return 'x'", "bad_step"),
+        ("while True: os.fork()", "return 'x'", "limit"),
+        ("while True: print('x' * 1000)", "return 'x'", "flood"),
+    ],
+)
 def test_hostile_published_code_is_contained(step, solution, reason):
     v = validate_code(HOSTILE % (step, solution), [1], opener(SandboxConfig(call_timeout=2.0)))
     assert (v.valid, v.reason) == (False, reason), v.detail
@@ -327,8 +408,12 @@ def test_replay_agent_plays_published_environments():
     out = list(run_rollouts(validated(REPLAYABLE), ReplayAgent(), k=2, seed=3, sandbox_cfg=CFG))
     for rec in out:
         for ep in rec["rollouts"]["nohint"] + rec["rollouts"]["hint"]:
-            assert ep["stop"] == "terminated" and ep["return"] == pytest.approx(1.0), rec["env"]["name"]
-            assert all(t["action"].startswith(("\\boxed{", "<tool_call>", "<answer>")) for t in ep["turns"])
+            assert ep["stop"] == "terminated" and ep["return"] == pytest.approx(1.0), rec["env"][
+                "name"
+            ]
+            assert all(
+                t["action"].startswith(("\\boxed{", "<tool_call>", "<answer>")) for t in ep["turns"]
+            )
 
 
 @pytest.mark.slow
@@ -341,13 +426,20 @@ def test_model_agent_plays_published_environments(tiny_model):
     out = list(run_rollouts(recs, agent, k=1, seed=0, sandbox_cfg=CFG, max_turns=3))
     for rec, rule in zip(out, ("\\boxed{<action>}", "<answer>done</answer>"), strict=True):
         for ep in rec["rollouts"]["nohint"] + rec["rollouts"]["hint"]:
-            assert ep["stop"] in ("terminated", "truncated", "max_turns", "context"), ep.get("detail")
+            assert ep["stop"] in ("terminated", "truncated", "max_turns", "context"), ep.get(
+                "detail"
+            )
             assert ep["num_turns"] >= 1 and len(ep["env_mask"]) == len(ep["completion_ids"]) > 0
             assert rule in engine.tokenizer.decode(ep["prompt_ids"])
     # --action-format plain keeps our framing for the same environment
-    plain = list(run_rollouts(recs[:1], agent, k=1, seed=0, sandbox_cfg=CFG, max_turns=2,
-                              action_format="plain"))
-    assert "\\boxed{<action>}" not in engine.tokenizer.decode(plain[0]["rollouts"]["nohint"][0]["prompt_ids"])
+    plain = list(
+        run_rollouts(
+            recs[:1], agent, k=1, seed=0, sandbox_cfg=CFG, max_turns=2, action_format="plain"
+        )
+    )
+    assert "\\boxed{<action>}" not in engine.tokenizer.decode(
+        plain[0]["rollouts"]["nohint"][0]["prompt_ids"]
+    )
 
 
 # --------------------------------------------------------------------------- importing a pool
@@ -370,7 +462,9 @@ def test_import_a_directory_with_its_manifest(pool, tmp_path):
     by_path = {Path(x["path"]).relative_to(pool).as_posix(): x for x in recs}
     assert set(by_path) == set(EXPECTED)
     for rel, x in by_path.items():
-        assert x["kind"] == "candidate" and x["origin"] == "fixed" and x["skill"] == rel.split("/")[0]
+        assert (
+            x["kind"] == "candidate" and x["origin"] == "fixed" and x["skill"] == rel.split("/")[0]
+        )
         assert x["env"]["code"] == code(rel) and x["env"]["contract"] == "published"
         assert x["sha256"] == hashlib.sha256(code(rel).encode()).hexdigest()
     assert by_path["games/vault_code.py"]["env"]["name"] == "VaultCode"
@@ -379,8 +473,13 @@ def test_import_a_directory_with_its_manifest(pool, tmp_path):
     # validated as expected straight from the import
     v = run_cli("validate", "-", "--seeds", "2", input=r.stdout)
     assert v.returncode == 0, v.stderr
-    got = {Path(x["path"]).relative_to(pool).as_posix(): x["validation"] for x in map(orjson.loads, v.stdout.splitlines())}
-    assert {k: (g["valid"], g["reason"]) for k, g in got.items()} == {k: e[:2] for k, e in EXPECTED.items()}
+    got = {
+        Path(x["path"]).relative_to(pool).as_posix(): x["validation"]
+        for x in map(orjson.loads, v.stdout.splitlines())
+    }
+    assert {k: (g["valid"], g["reason"]) for k, g in got.items()} == {
+        k: e[:2] for k, e in EXPECTED.items()
+    }
     # the valid ones as an eval suite: the oracle plays solution() and solves them all
     f = tmp_path / "validated.jsonl"
     f.write_bytes(v.stdout)
@@ -416,11 +515,15 @@ def test_manifest_columns_give_the_skill(tmp_path):
         shutil.copy(DATA / name, root / Path(name).name)
     rows = ["path,sha256,skill"] + [
         f"{p.name},{hashlib.sha256(p.read_bytes()).hexdigest()},{'tool use' if 'shelf' in p.name else 'planning'}"
-        for p in sorted(root.glob("*.py")) if p.name != "dark_corridor.py"]
+        for p in sorted(root.glob("*.py"))
+        if p.name != "dark_corridor.py"
+    ]
     (root / "manifest.csv").write_text("\n".join(rows) + "\n")
     recs = pool_from_dir(root)
     assert sorted((Path(r["path"]).name, r["skill"]) for r in recs) == [
-        ("guess_number.py", "planning"), ("shelf_search.py", "tool use")]  # only what it lists
+        ("guess_number.py", "planning"),
+        ("shelf_search.py", "tool use"),
+    ]  # only what it lists
     (root / "manifest.csv").unlink()
     assert is_released_pool(root)  # published files directly in it
     assert sorted(r["skill"] for r in pool_from_dir(root)) == ["", "", ""]
@@ -431,28 +534,36 @@ def test_the_release_pool_layout_is_detected_with_its_skills(tmp_path):
     manifest too) and manifest.jsonl naming each game's skill."""
     root = tmp_path / "released"
     (root / "games").mkdir(parents=True)
-    files = {"games/game_0001_mathematical_reasoning.py": "release/hidden_slope.py",
-             "games/game_0002_logical_deduction.py": "games/vault_code.py"}
+    files = {
+        "games/game_0001_mathematical_reasoning.py": "release/hidden_slope.py",
+        "games/game_0002_logical_deduction.py": "games/vault_code.py",
+    }
     for rel, src in files.items():
         shutil.copy(DATA / src, root / rel)
-    rows = [{"file": "game_0001_mathematical_reasoning.py", "skill": "Mathematical Reasoning"},
-            {"file": "game_0002_logical_deduction.py", "skill": "Logical Deduction"}]
+    rows = [
+        {"file": "game_0001_mathematical_reasoning.py", "skill": "Mathematical Reasoning"},
+        {"file": "game_0002_logical_deduction.py", "skill": "Logical Deduction"},
+    ]
     (root / "manifest.jsonl").write_text("".join(orjson.dumps(r).decode() + "\n" for r in rows))
     listed = sorted([*files, "manifest.jsonl"])
-    (root / "checksums.sha256").write_text("".join(
-        f"{hashlib.sha256((root / r).read_bytes()).hexdigest()}  {r}\n" for r in listed))
+    (root / "checksums.sha256").write_text(
+        "".join(f"{hashlib.sha256((root / r).read_bytes()).hexdigest()}  {r}\n" for r in listed)
+    )
     assert is_released_pool(root)
     recs = pool_from_dir(root)
     assert [(Path(r["path"]).name, r["skill"]) for r in recs] == [
         ("game_0001_mathematical_reasoning.py", "Mathematical Reasoning"),
-        ("game_0002_logical_deduction.py", "Logical Deduction")]
+        ("game_0002_logical_deduction.py", "Logical Deduction"),
+    ]
     assert all(r["env"]["contract"] == "published" for r in recs)
     (root / "games" / "game_0002_logical_deduction.py").write_text("class X: pass\n")
     with pytest.raises(DataError, match="game_0002.*SHA-256"):
         pool_from_dir(root)
     (root / "checksums.sha256").unlink()  # manifest.jsonl alone lists the files too
-    (root / "manifest.jsonl").write_text('{"file": "games/game_0001_mathematical_reasoning.py", '
-                                         '"category": "Spatial Reasoning"}\n{"skill": "x"}\n')
+    (root / "manifest.jsonl").write_text(
+        '{"file": "games/game_0001_mathematical_reasoning.py", '
+        '"category": "Spatial Reasoning"}\n{"skill": "x"}\n'
+    )
     with pytest.raises(DataError, match="manifest.jsonl:2: .*path"):
         pool_from_dir(root)
 
@@ -473,8 +584,12 @@ def test_design_in_the_published_contract(tiny_model):
     for guidance in ("hidden", "partial reward", "never an exception", "doubled", "trace"):
         assert guidance in ours and guidance.split()[0] in text, guidance
     eng = load_engine(str(tiny_model), "hf")
-    s = DesignSettings(designs_per_doc=1, sampling=Sampling(max_tokens=8), contract="published",
-                       max_prompt_tokens=3000)
+    s = DesignSettings(
+        designs_per_doc=1,
+        sampling=Sampling(max_tokens=8),
+        contract="published",
+        max_prompt_tokens=3000,
+    )
     doc = {"kind": "doc", "v": 1, "id": "d", "parents": [], "text": "Locks and keys.", "chars": 15}
     rec = next(iter(design_records([doc], eng, s)))
     system = rec["design"]["messages"][0]["content"]

@@ -16,16 +16,21 @@ from .test_regret import cand, jsonl, parse
 SHAPE = RewardShape()
 
 
-@pytest.mark.parametrize("w,expected", [
-    (0.1, 0.0),    # 1 - 0.3/0.25 < 0
-    (0.3, 0.6),    # 1 - 0.1/0.25
-    (0.5, 1.0),    # on the plateau
-    (0.7, 0.6),    # 1 - 0.1/0.25
-    (0.95, 0.0),   # 1 - 0.35/0.25 < 0
-])
+@pytest.mark.parametrize(
+    "w,expected",
+    [
+        (0.1, 0.0),  # 1 - 0.3/0.25 < 0
+        (0.3, 0.6),  # 1 - 0.1/0.25
+        (0.5, 1.0),  # on the plateau
+        (0.7, 0.6),  # 1 - 0.1/0.25
+        (0.95, 0.0),  # 1 - 0.35/0.25 < 0
+    ],
+)
 def test_plateau_by_hand(w, expected):
     assert regret.plateau(w) == pytest.approx(expected)
-    sc = regret.valid_score(cand("c", GUESS, [w, w], [w, w]), regret.ScoreConfig(estimator="solve-rate"))
+    sc = regret.valid_score(
+        cand("c", GUESS, [w, w], [w, w]), regret.ScoreConfig(estimator="solve-rate")
+    )
     assert sc["reward"] == pytest.approx(expected)
     assert sc["components"]["win_rate"] == pytest.approx(w)
 
@@ -44,33 +49,49 @@ def test_blend_by_hand():
     assert big["regret"] == pytest.approx(0.3) and big["components"]["scaled_regret"] == 1.0
     # every constant is a setting
     shape = RewardShape(solve_weight=0.5, regret_weight=0.5, regret_scale=0.3)
-    other = regret.valid_score(cand("b", GUESS, [0.3, 0.3], [0.6, 0.6]), regret.ScoreConfig(shape=shape))
+    other = regret.valid_score(
+        cand("b", GUESS, [0.3, 0.3], [0.6, 0.6]), regret.ScoreConfig(shape=shape)
+    )
     assert other["reward"] == pytest.approx(0.5 * 0.6 + 0.5 * 1.0)
 
 
 def test_regret_is_floored_at_zero():
-    neg = regret.valid_score(cand("a", GUESS, [1.0, 1.0], [0.0, 1.0]), regret.ScoreConfig(estimator="regret"))
+    neg = regret.valid_score(
+        cand("a", GUESS, [1.0, 1.0], [0.0, 1.0]), regret.ScoreConfig(estimator="regret")
+    )
     assert neg["reward"] == 0.0 and neg["regret"] == pytest.approx(-0.5)
-    pos = regret.valid_score(cand("a", GUESS, [0.0, 0.0], [0.0, 1.0]), regret.ScoreConfig(estimator="regret"))
+    pos = regret.valid_score(
+        cand("a", GUESS, [0.0, 0.0], [0.0, 1.0]), regret.ScoreConfig(estimator="regret")
+    )
     assert pos["reward"] == pytest.approx(0.5)
 
 
 def test_regret_var_by_hand():
     # no-hint 1, 0: variance 0.25, the bell's top (1); regret 0.75 - 0.5 = 0.25
-    coin = regret.valid_score(cand("a", GUESS, [1.0, 0.0], [1.0, 0.5]), regret.ScoreConfig(estimator="regret-var"))
+    coin = regret.valid_score(
+        cand("a", GUESS, [1.0, 0.0], [1.0, 0.5]), regret.ScoreConfig(estimator="regret-var")
+    )
     assert coin["reward"] == pytest.approx(0.25 + 1.0)
     assert coin["components"]["variance_reward"] == 1.0
     # no-hint 0, 0.5, 1, 0: variance 0.171875, exp(-(0.078125^2) / 0.02) = 0.736994; regret floored at 0
-    spread = regret.valid_score(cand("b", GUESS, [0.0, 0.5, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]),
-                                regret.ScoreConfig(estimator="regret-var"))
-    assert spread["reward"] == pytest.approx(0.7369938, abs=1e-6) and spread["regret"] == pytest.approx(-0.375)
+    spread = regret.valid_score(
+        cand("b", GUESS, [0.0, 0.5, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]),
+        regret.ScoreConfig(estimator="regret-var"),
+    )
+    assert spread["reward"] == pytest.approx(0.7369938, abs=1e-6) and spread[
+        "regret"
+    ] == pytest.approx(-0.375)
     # an environment the agent always wins (or always loses) earns no bonus to speak of
-    flat = regret.valid_score(cand("c", GUESS, [1.0, 1.0], [1.0, 1.0]), regret.ScoreConfig(estimator="regret-var"))
+    flat = regret.valid_score(
+        cand("c", GUESS, [1.0, 1.0], [1.0, 1.0]), regret.ScoreConfig(estimator="regret-var")
+    )
     assert flat["reward"] == pytest.approx(0.0439369, abs=1e-6)  # exp(-0.0625 / 0.02)
     # the bell's constants are settings
     wide = RewardShape(variance_target=0.0, variance_width=0.5)
-    other = regret.valid_score(cand("c", GUESS, [1.0, 1.0], [1.0, 1.0]),
-                               regret.ScoreConfig(estimator="regret-var", shape=wide))
+    other = regret.valid_score(
+        cand("c", GUESS, [1.0, 1.0], [1.0, 1.0]),
+        regret.ScoreConfig(estimator="regret-var", shape=wide),
+    )
     assert other["reward"] == 1.0
 
 
@@ -82,8 +103,9 @@ def test_learning_potential_is_the_release_formula_on_hand_computed_windows(tmp_
 
     def window(envs: list[tuple[str, str, list[float]]]) -> list[dict]:
         recs = jsonl([cand(cid, GUESS, r, r, skill=sk) for cid, sk, r in envs])
-        out = run_cli("regret", "-e", "learning-potential", "--no-dedup", "--state", state,
-                      input=recs)
+        out = run_cli(
+            "regret", "-e", "learning-potential", "--no-dedup", "--state", state, input=recs
+        )
         assert out.returncode == 0, out.stderr
         return [x["score"] for x in parse(out.stdout)]
 
@@ -101,7 +123,9 @@ def test_learning_potential_is_the_release_formula_on_hand_computed_windows(tmp_
     # window 3: S at 0 (an invalid design's plays do not count): slow 0.15 * 0.7125
     invalid = cand("g", None, valid=False, reason="bad_step", skill="S")
     recs = jsonl([cand("f", GUESS, [0, 0], [0, 0], skill="S"), invalid])
-    third = run_cli("regret", "-e", "learning-potential", "--no-dedup", "--state", state, input=recs)
+    third = run_cli(
+        "regret", "-e", "learning-potential", "--no-dedup", "--state", state, input=recs
+    )
     assert parse(third.stdout)[0]["score"]["reward"] == pytest.approx(0.106875)
     saved = orjson.loads(state.read_bytes())
     assert saved["S"]["n"] == 3 and saved["T"] == {"fast": 0.25, "slow": 0.25, "n": 1}
@@ -117,7 +141,9 @@ def test_learning_potential_state_carries_across_runs(tmp_path):
     # reading the previous round's state into a new file leaves the old one as it was
     nxt = tmp_path / "round-002-lp.json"
     before = state.read_bytes()
-    third = run_cli("regret", "-e", "learning-potential", "--state", nxt, "--state-from", state, input=recs)
+    third = run_cli(
+        "regret", "-e", "learning-potential", "--state", nxt, "--state-from", state, input=recs
+    )
     assert third.returncode == 0 and state.read_bytes() == before and nxt.exists()
     assert orjson.loads(nxt.read_bytes())["S"]["n"] == 2
     state.write_bytes(b"[1, 2]")
@@ -128,14 +154,30 @@ def test_learning_potential_state_carries_across_runs(tmp_path):
 def test_learning_potential_over_a_window_uses_all_its_plays(tmp_path):
     """With agent steps, the trackers take the window's plays (step 1 and the re-plays)
     and the rewards are computed from them (regret-window)."""
-    scored = run_cli("regret", "-e", "learning-potential",
-                     input=jsonl([cand("a", GUESS, [0, 0], [0, 0], skill="S"),
-                                  cand("b", NIM, [1, 1], [1, 1], skill="S")]))
+    scored = run_cli(
+        "regret",
+        "-e",
+        "learning-potential",
+        input=jsonl(
+            [cand("a", GUESS, [0, 0], [0, 0], skill="S"), cand("b", NIM, [1, 1], [1, 1], skill="S")]
+        ),
+    )
     assert scored.returncode == 0, scored.stderr
     later = tmp_path / "rollouts-s2.jsonl"
-    later.write_bytes(jsonl([cand("a", GUESS, [1, 1], [], skill="S"), cand("b", NIM, [1, 1], [], skill="S")]))
+    later.write_bytes(
+        jsonl([cand("a", GUESS, [1, 1], [], skill="S"), cand("b", NIM, [1, 1], [], skill="S")])
+    )
     state = tmp_path / "lp.json"
-    w = run_cli("regret", "-e", "learning-potential", "--window", later, "--state", state, input=scored.stdout)
+    w = run_cli(
+        "regret",
+        "-e",
+        "learning-potential",
+        "--window",
+        later,
+        "--state",
+        state,
+        input=scored.stdout,
+    )
     assert w.returncode == 0, w.stderr
     # window win rates 0.5 and 1.0, skill mean 0.75 sets mu_slow: rewards 0.25, 0.25
     assert [x["score"]["reward"] for x in parse(w.stdout)] == pytest.approx([0.25, 0.25])
@@ -147,7 +189,13 @@ def test_components_are_in_the_score_and_the_cli_defaults_are_the_published_ones
     assert r.returncode == 0, r.stderr
     sc = parse(r.stdout)[0]["score"]
     assert sc["estimator"] == "blend"
-    assert set(sc["components"]) == {"regret", "win_rate", "plateau", "scaled_regret", "variance_reward"}
+    assert set(sc["components"]) == {
+        "regret",
+        "win_rate",
+        "plateau",
+        "scaled_regret",
+        "variance_reward",
+    }
 
 
 def test_invalid_and_duplicate_designs_are_dropped_not_trained(tmp_path):
@@ -156,10 +204,12 @@ def test_invalid_and_duplicate_designs_are_dropped_not_trained(tmp_path):
         c["design"] = {"prompt_ids": [1, 2, 3], "completion_ids": [4, reward_ids], "logprobs": None}
         return c
 
-    batch = [designed(cand("a", GUESS, [0.3, 0.3], [0.6, 0.6]), 5),
-             designed(cand("b", NIM, [0.5, 0.5], [0.5, 0.5]), 6),
-             designed(cand("c", None, valid=False, reason="timeout"), 7),
-             designed(cand("d", GUESS, [0.3, 0.3], [0.6, 0.6]), 8)]  # a copy of a
+    batch = [
+        designed(cand("a", GUESS, [0.3, 0.3], [0.6, 0.6]), 5),
+        designed(cand("b", NIM, [0.5, 0.5], [0.5, 0.5]), 6),
+        designed(cand("c", None, valid=False, reason="timeout"), 7),
+        designed(cand("d", GUESS, [0.3, 0.3], [0.6, 0.6]), 8),
+    ]  # a copy of a
     r = run_cli("regret", input=jsonl(batch))
     scored = parse(r.stdout)
     assert [s["score"].get("sample", True) for s in scored] == [True, True, False, False]

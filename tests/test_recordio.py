@@ -17,7 +17,9 @@ from spade_cli.recordio import RecordReader, RecordWriter, iter_lines, load_all,
 
 from .helpers import ROOT, run_cli
 
-RECORDS = [{"kind": "doc", "v": 1, "id": f"d-{i}", "parents": [], "text": "é" * i} for i in range(50)]
+RECORDS = [
+    {"kind": "doc", "v": 1, "id": f"d-{i}", "parents": [], "text": "é" * i} for i in range(50)
+]
 
 
 def encode(records, fmt):
@@ -99,8 +101,9 @@ def test_a_stage_refuses_records_of_an_unknown_schema_version(tmp_path):
     path.write_bytes(encode([{**RECORDS[0], "kind": "candidate", "v": 99}], "plain"))
     r = run_cli("regret", str(path))
     assert r.returncode == 3
-    assert r.stderr.decode().strip() == (f"spade-regret: error: {path}:1: schema version 99, "
-                                         f"but this spade reads version 1 records")
+    assert r.stderr.decode().strip() == (
+        f"spade-regret: error: {path}:1: schema version 99, but this spade reads version 1 records"
+    )
     assert r.stdout == b""
 
 
@@ -114,16 +117,22 @@ def corrupt_cases():
         "bad_json": (good.replace(b'"d-3"', b'"d-3', 1), r"bad\.jsonl:4: bad JSON at column"),
         "not_object": (good + b"[1, 2]\n", r"bad\.jsonl:51: a record must be a JSON object"),
         "truncated_zstd": (zst[: len(zst) // 2], r"bad\.jsonl: truncated zstd stream"),
-        "corrupt_gzip": (encode(RECORDS, "gz")[:-12], r"bad\.jsonl: corrupt or truncated gzip stream"),
-        "unknown_version": (encode([*RECORDS[:6], {**RECORDS[6], "v": 99}], "zst"),
-                            r"bad\.jsonl:7: schema version 99, but this spade reads version 1 "
-                            r"records$"),
+        "corrupt_gzip": (
+            encode(RECORDS, "gz")[:-12],
+            r"bad\.jsonl: corrupt or truncated gzip stream",
+        ),
+        "unknown_version": (
+            encode([*RECORDS[:6], {**RECORDS[6], "v": 99}], "zst"),
+            r"bad\.jsonl:7: schema version 99, but this spade reads version 1 "
+            r"records$",
+        ),
     }
     return cases
 
 
-@pytest.mark.parametrize("case", ["bad_json", "not_object", "truncated_zstd", "corrupt_gzip",
-                                  "unknown_version"])
+@pytest.mark.parametrize(
+    "case", ["bad_json", "not_object", "truncated_zstd", "corrupt_gzip", "unknown_version"]
+)
 def test_corrupt_input_one_line_error_exit_3_no_output(tmp_path, case):
     data, pattern = corrupt_cases()[case]
     bad = tmp_path / "bad.jsonl"

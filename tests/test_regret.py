@@ -30,16 +30,46 @@ def ep(ret: float, success: bool | None = None, seed: int = 0) -> dict:
     return e
 
 
-def cand(cid: str, code: str | None, nohint: list[float] | None = None, hint: list[float] | None = None,
-         valid: bool = True, reason: str = "ok", round_: int = 1, origin: str = "design", **extra) -> dict:
-    rec = new_record("candidate", cid, [f"doc-{cid}"], origin=origin, round=round_, group=f"g-{cid}",
-                     doc={"id": f"doc-{cid}", "text": "...", "source": {}})
-    rec["validation"] = {"valid": valid, "reason": reason, "detail": "", "seconds": 0.1, "seeds": [0, 1]}
+def cand(
+    cid: str,
+    code: str | None,
+    nohint: list[float] | None = None,
+    hint: list[float] | None = None,
+    valid: bool = True,
+    reason: str = "ok",
+    round_: int = 1,
+    origin: str = "design",
+    **extra,
+) -> dict:
+    rec = new_record(
+        "candidate",
+        cid,
+        [f"doc-{cid}"],
+        origin=origin,
+        round=round_,
+        group=f"g-{cid}",
+        doc={"id": f"doc-{cid}", "text": "...", "source": {}},
+    )
+    rec["validation"] = {
+        "valid": valid,
+        "reason": reason,
+        "detail": "",
+        "seconds": 0.1,
+        "seeds": [0, 1],
+    }
     if valid:
-        rec["env"] = {"code": code, "name": f"name-{cid}", "summary": f"summary of {cid}", "max_turns": 5}
-        rec["rollouts"] = {"agent": "a", "k": len(nohint or []),
-                           "nohint": [ep(r, seed=i) for i, r in enumerate(nohint or [])],
-                           "hint": [ep(r, seed=i) for i, r in enumerate(hint or [])]}
+        rec["env"] = {
+            "code": code,
+            "name": f"name-{cid}",
+            "summary": f"summary of {cid}",
+            "max_turns": 5,
+        }
+        rec["rollouts"] = {
+            "agent": "a",
+            "k": len(nohint or []),
+            "nohint": [ep(r, seed=i) for i, r in enumerate(nohint or [])],
+            "hint": [ep(r, seed=i) for i, r in enumerate(hint or [])],
+        }
     rec.update(extra)
     return rec
 
@@ -61,8 +91,15 @@ HINT = [1.0, 1.0, 0.5, 0.0]
 
 def test_condition_stats():
     s = regret.condition_stats([ep(r) for r in NOHINT])
-    assert s == {"n": 4, "mean_return": 0.375, "max_return": 1.0, "min_return": 0.0, "var_return": 0.171875,
-                 "success_rate": 0.25, "won_rate": 0.5}  # won: return above 0, as released
+    assert s == {
+        "n": 4,
+        "mean_return": 0.375,
+        "max_return": 1.0,
+        "min_return": 0.0,
+        "var_return": 0.171875,
+        "success_rate": 0.25,
+        "won_rate": 0.5,
+    }  # won: return above 0, as released
     assert regret.condition_stats([])["mean_return"] is None
 
 
@@ -74,8 +111,8 @@ def test_success_falls_back_to_return_of_one():
 @pytest.mark.parametrize(
     "estimator,expected",
     [
-        ("mean-gap", 0.625 - 0.375),   # mean(1, 1, .5, 0) - mean(0, .5, 1, 0)
-        ("max-gap", 1.0 - 0.375),      # max(hint) - mean(nohint)
+        ("mean-gap", 0.625 - 0.375),  # mean(1, 1, .5, 0) - mean(0, .5, 1, 0)
+        ("max-gap", 1.0 - 0.375),  # max(hint) - mean(nohint)
         ("learnability", 0.25 * 0.75),  # p = 1/4 no-hint successes
     ],
 )
@@ -84,7 +121,9 @@ def test_estimators_by_hand(estimator, expected):
     sc = regret.valid_score(c, legacy(estimator=estimator))
     assert sc["regret"] == pytest.approx(expected)
     assert sc["reward"] == pytest.approx(expected)  # inside the default clip [0, 1]
-    assert sc["estimates"] == pytest.approx({"mean-gap": 0.25, "max-gap": 0.625, "learnability": 0.1875})
+    assert sc["estimates"] == pytest.approx(
+        {"mean-gap": 0.25, "max-gap": 0.625, "learnability": 0.1875}
+    )
     assert sc["valid"] and sc["accepted"] and sc["estimator"] == estimator
 
 
@@ -100,7 +139,9 @@ def test_negative_gap_is_clipped_for_the_reward_only():
 
 
 def test_learnability_extremes():
-    always = regret.valid_score(cand("c", GUESS, [1, 1, 1], [1, 1, 1]), legacy(estimator="learnability"))
+    always = regret.valid_score(
+        cand("c", GUESS, [1, 1, 1], [1, 1, 1]), legacy(estimator="learnability")
+    )
     never = regret.valid_score(cand("c", GUESS, [0, 0], [1, 1]), legacy(estimator="learnability"))
     half = regret.valid_score(cand("c", GUESS, [1, 0], [1, 1]), legacy(estimator="learnability"))
     assert (always["regret"], never["regret"], half["regret"]) == (0.0, 0.0, 0.25)
@@ -108,7 +149,12 @@ def test_learnability_extremes():
 
 def test_no_episodes_scores_zero_and_is_not_accepted():
     sc = regret.valid_score(cand("c", GUESS, [], []), legacy())
-    assert sc["reason"] == "no_episodes" and sc["regret"] is None and sc["reward"] == 0.0 and not sc["accepted"]
+    assert (
+        sc["reason"] == "no_episodes"
+        and sc["regret"] is None
+        and sc["reward"] == 0.0
+        and not sc["accepted"]
+    )
 
 
 # --------------------------------------------------------------------------- scorer
@@ -136,11 +182,15 @@ def test_duplicates_in_batch_and_memory():
     first = s.score(cand("a", GUESS, NOHINT, HINT))["score"]
     renamed = s.score(cand("b", GUESS_RENAMED, NOHINT, HINT))["score"]
     reformatted = s.score(cand("c", GUESS_REFORMATTED, NOHINT, HINT))["score"]
-    of_memory = s.score(cand("d", NIM.replace("Take 1, 2 or 3", "Take one to three"), NOHINT, HINT))["score"]
+    of_memory = s.score(
+        cand("d", NIM.replace("Take 1, 2 or 3", "Take one to three"), NOHINT, HINT)
+    )["score"]
     different = s.score(cand("e", BANK, NOHINT, HINT))["score"]
     assert first["accepted"] and first["reward"] == 0.25
     for sc in (renamed, reformatted):
-        assert sc["reason"] == "duplicate" and sc["duplicate_of"] == "a" and sc["duplicate"] == "exact"
+        assert (
+            sc["reason"] == "duplicate" and sc["duplicate_of"] == "a" and sc["duplicate"] == "exact"
+        )
         assert sc["reward"] == -0.5 and not sc["accepted"] and sc["regret"] == 0.25
     assert of_memory["duplicate_of"] == mem[0]["id"] and of_memory["duplicate"] == "near"
     assert different["accepted"]
@@ -172,13 +222,17 @@ def test_merge_refreshes_replayed_entries_and_adds_new():
     assert merged[0]["replays"] == 1 and merged[0]["last_round"] == 4
     assert merged[0]["scores"]["learnability"] == 0.25 and merged[0]["scores"]["regret"] == 0.5
     assert e_old["replays"] == 0  # the input list is not modified
-    assert memory.merge_into_memory(merged, s.accepted, []) == merged  # same ids are not added twice
+    assert (
+        memory.merge_into_memory(merged, s.accepted, []) == merged
+    )  # same ids are not added twice
 
 
 def test_summary():
-    scores = [regret.valid_score(cand("a", GUESS, [0, 0], [1, 1]), legacy()),
-              regret.valid_score(cand("b", GUESS, [1, 1], [1, 1]), legacy()),
-              regret.invalid_score(cand("c", None, valid=False, reason="timeout"), legacy())]
+    scores = [
+        regret.valid_score(cand("a", GUESS, [0, 0], [1, 1]), legacy()),
+        regret.valid_score(cand("b", GUESS, [1, 1], [1, 1]), legacy()),
+        regret.invalid_score(cand("c", None, valid=False, reason="timeout"), legacy()),
+    ]
     s = regret.summarize(scores)
     assert s["candidates"] == 3 and s["valid"] == 2 and s["valid_rate"] == pytest.approx(2 / 3)
     assert s["reasons"] == {"timeout": 1}
@@ -203,8 +257,17 @@ def batch() -> list[dict]:
 def test_cli_scores_every_candidate_and_updates_memory(tmp_path):
     mem_path = tmp_path / "memory.jsonl.zst"
     summary = tmp_path / "s.json"
-    r = run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "--invalid-penalty", "-2", "--summary-json", summary,
-                input=jsonl(batch()))
+    r = run_cli(
+        "regret",
+        *LEGACY_ARGS,
+        "--memory",
+        mem_path,
+        "--invalid-penalty",
+        "-2",
+        "--summary-json",
+        summary,
+        input=jsonl(batch()),
+    )
     assert r.returncode == 0, r.stderr
     out = parse(r.stdout)
     assert [c["id"] for c in out] == ["a", "b", "c", "d"]
@@ -216,29 +279,57 @@ def test_cli_scores_every_candidate_and_updates_memory(tmp_path):
     assert "success without hint" in err and "regret (mean-gap) over 3" in err
     entries = memory.load_memory(str(mem_path))
     assert [e["name"] for e in entries] == ["name-a", "name-d"]
-    assert entries[0]["parents"] == ["a"] and entries[0]["doc_id"] == "doc-a" and entries[0]["round"] == 1
+    assert (
+        entries[0]["parents"] == ["a"]
+        and entries[0]["doc_id"] == "doc-a"
+        and entries[0]["round"] == 1
+    )
     assert entries[0]["scores"]["regret"] == 0.25 and entries[0]["summary"] == "summary of a"
     assert orjson.loads(summary.read_bytes())["accepted"] == 2
 
     # a rerun on the same input (say after an interruption) gives the same scores and memory
-    r2 = run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "--invalid-penalty", "-2", input=jsonl(batch()))
+    r2 = run_cli(
+        "regret",
+        *LEGACY_ARGS,
+        "--memory",
+        mem_path,
+        "--invalid-penalty",
+        "-2",
+        input=jsonl(batch()),
+    )
     assert r2.returncode == 0, r2.stderr
     assert [c["score"]["reward"] for c in parse(r2.stdout)] == [0.25, -2.0, -2.0, 0.5]
     assert memory.load_memory(str(mem_path)) == entries
 
     # a later round: a reformatted copy of a is a duplicate of memory; a new env is added
-    later = [cand("e", GUESS_REFORMATTED, NOHINT, HINT, round_=2), cand("f", BANK, [0.0], [1.0], round_=2)]
+    later = [
+        cand("e", GUESS_REFORMATTED, NOHINT, HINT, round_=2),
+        cand("f", BANK, [0.0], [1.0], round_=2),
+    ]
     r3 = run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "-e", "max-gap", input=jsonl(later))
     out3 = parse(r3.stdout)
-    assert out3[0]["score"]["duplicate_of"] == entries[0]["id"] and out3[0]["score"]["reward"] == -1.0
+    assert (
+        out3[0]["score"]["duplicate_of"] == entries[0]["id"] and out3[0]["score"]["reward"] == -1.0
+    )
     assert out3[1]["score"]["estimator"] == "max-gap" and out3[1]["score"]["reward"] == 1.0
     assert [e["name"] for e in memory.load_memory(str(mem_path))] == ["name-a", "name-d", "name-f"]
 
 
 def test_cli_dry_run_and_options(tmp_path):
     mem_path = tmp_path / "m.jsonl"
-    r = run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "--dry-run", "--no-dedup", "--clip", "none",
-                "--estimator", "learnability", input=jsonl(batch()))
+    r = run_cli(
+        "regret",
+        *LEGACY_ARGS,
+        "--memory",
+        mem_path,
+        "--dry-run",
+        "--no-dedup",
+        "--clip",
+        "none",
+        "--estimator",
+        "learnability",
+        input=jsonl(batch()),
+    )
     assert r.returncode == 0, r.stderr
     assert not mem_path.exists()
     assert [c["score"]["reward"] for c in parse(r.stdout)] == [0.1875, -1.0, 0.1875, 0.0]
@@ -260,10 +351,17 @@ def test_spade_memory_commands(tmp_path):
     mem_path = tmp_path / "memory.jsonl"
     recs = [cand(f"v{i}", code, [0.0, 1.0], [1.0, 1.0]) for i, code in enumerate(variants(4))]
     recs.append(cand("g", GUESS, [0.0, 0.0], [1.0, 1.0]))
-    assert run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "-q", input=jsonl(recs)).returncode == 0
+    assert (
+        run_cli("regret", *LEGACY_ARGS, "--memory", mem_path, "-q", input=jsonl(recs)).returncode
+        == 0
+    )
     assert run_cli("memory", "count", mem_path).stdout == b"5\n"
     top = run_cli("memory", "top", mem_path, "-n", "2").stdout.decode().splitlines()
-    assert top[0].startswith("id\tname\tround\tregret") and top[1].split("\t")[1] == "name-g" and len(top) == 3
+    assert (
+        top[0].startswith("id\tname\tround\tregret")
+        and top[1].split("\t")[1] == "name-g"
+        and len(top) == 3
+    )
     assert run_cli("memory", "show", mem_path, "name-g").stdout.decode() == GUESS
     eid = memory.load_memory(str(mem_path))[0]["id"]
     assert orjson.loads(run_cli("memory", "show", mem_path, eid, "--record").stdout)["id"] == eid
@@ -271,7 +369,9 @@ def test_spade_memory_commands(tmp_path):
     assert missing.returncode == 3 and b"no environment with id" in missing.stderr
     listing = run_cli("memory", "list", mem_path).stdout.decode()
     assert "- name-g: summary of g" in listing and len(listing.splitlines()) == 5
-    rep = parse(run_cli("memory", "replay", mem_path, "-n", "3", "--round", "2", "--seed", "7").stdout)
+    rep = parse(
+        run_cli("memory", "replay", mem_path, "-n", "3", "--round", "2", "--seed", "7").stdout
+    )
     assert rep == memory.replay_candidates(memory.load_memory(str(mem_path)), 3, 2, seed=7)
     assert len(rep) == 3 and all(c["origin"] == "replay" for c in rep)
     ex = parse(run_cli("memory", "exemplars", mem_path, "-k", "2").stdout)
@@ -281,7 +381,12 @@ def test_spade_memory_commands(tmp_path):
 
 def test_spade_memory_add_seeds_memory(tmp_path):
     mem_path = tmp_path / "memory.jsonl"
-    recs = [cand("n", NIM), cand("b", BANK), cand("x", None, valid=False, reason="bad_step"), cand("g2", NIM)]
+    recs = [
+        cand("n", NIM),
+        cand("b", BANK),
+        cand("x", None, valid=False, reason="bad_step"),
+        cand("g2", NIM),
+    ]
     for r in recs:
         r.pop("rollouts", None)
     r = run_cli("memory", "add", mem_path, "-", input=jsonl(recs))

@@ -26,7 +26,7 @@ CFG = SandboxConfig(call_timeout=2.0)
 
 # A multi-turn text environment with short observations: guess the secret word (the
 # hint says it). Three tries; every observation names the turn so tests can find it.
-GUESS = '''
+GUESS = """
 import random
 import gymnasium as gym
 
@@ -45,10 +45,10 @@ class Guess(gym.Env):
         if action.strip().lower() == self._word:
             return "Right!", 1.0, True, False, {}
         return f"Wrong: {action[:20]!r} (try {self._n}).", 0.0, False, self._n >= 3, {}
-'''
+"""
 
 # Tool-use: add numbers with a calculator tool, then submit.
-CALC = '''
+CALC = """
 import json
 import random
 import gymnasium as gym
@@ -83,7 +83,7 @@ class Calc(gym.Env):
             ok = args.get("value") == self._a + self._b
             return ("correct" if ok else "wrong"), float(ok), True, False, {}
         return "error: unknown tool", 0.0, False, False, {}
-'''
+"""
 
 
 def hostile(kind: str) -> str:
@@ -94,18 +94,36 @@ def hostile(kind: str) -> str:
         "raise": "raise RuntimeError('boom')",
         "slow": "import time; time.sleep(0.7)",
     }[kind]
-    code = GUESS.replace("        self._n += 1\n", f"        self._n += 1\n        if self._n >= 2:\n            {bad}\n")
-    return code.replace('"solution": ["kiwi", self._word]', '"solution": ["kiwi", "kiwi", self._word]')
+    code = GUESS.replace(
+        "        self._n += 1\n",
+        f"        self._n += 1\n        if self._n >= 2:\n            {bad}\n",
+    )
+    return code.replace(
+        '"solution": ["kiwi", self._word]', '"solution": ["kiwi", "kiwi", self._word]'
+    )
 
 
 def cand(code: str, name: str, valid: bool = True, tools=None) -> dict:
     env = {"code": code, "name": name, "summary": name, "max_turns": None}
     if tools:
         env["tools"] = tools
-    return new_record("candidate", f"cand-{name}", [], origin="design", round=0, group=f"g-{name}",
-                      doc=None, env=env,
-                      validation={"valid": valid, "reason": "ok" if valid else "infeasible",
-                                  "detail": "", "seconds": 0.0, "seeds": []})
+    return new_record(
+        "candidate",
+        f"cand-{name}",
+        [],
+        origin="design",
+        round=0,
+        group=f"g-{name}",
+        doc=None,
+        env=env,
+        validation={
+            "valid": valid,
+            "reason": "ok" if valid else "infeasible",
+            "detail": "",
+            "seconds": 0.0,
+            "seeds": [],
+        },
+    )
 
 
 def episodes(rec: dict) -> list[dict]:
@@ -131,8 +149,11 @@ def test_replay_agent_solves_the_whole_example_library(tiny_model):
     for c in cands:
         c["validation"] = {"valid": True, "reason": "ok"}
     stats = RolloutStats()
-    out = list(run_rollouts(cands, ReplayAgent.for_model(str(tiny_model)), k=2, seed=7,
-                            sandbox_cfg=CFG, stats=stats))
+    out = list(
+        run_rollouts(
+            cands, ReplayAgent.for_model(str(tiny_model)), k=2, seed=7, sandbox_cfg=CFG, stats=stats
+        )
+    )
     assert [r["id"] for r in out] == [c["id"] for c in cands]
     for rec in out:
         ro = rec["rollouts"]
@@ -159,8 +180,11 @@ def test_replay_without_a_model_plays_but_records_no_tokens():
         return ReplayAgent()
 
     stats = RolloutStats()
-    out = list(run_rollouts([cand(GUESS, "guess"), cand(CALC, "calc")], factory, k=1,
-                            sandbox_cfg=CFG, stats=stats))
+    out = list(
+        run_rollouts(
+            [cand(GUESS, "guess"), cand(CALC, "calc")], factory, k=1, sandbox_cfg=CFG, stats=stats
+        )
+    )
     assert made == [True] and stats.load_seconds > 0
     for rec in out:
         for e in episodes(rec):
@@ -188,11 +212,15 @@ def test_tool_calls_go_through_the_native_format_and_parser(tiny_model):
     for e in episodes(rec):
         assert e["success"], e
         # the model turns hold native tool-call markup, which the parser read back
-        model_text = tok.decode([t for t, m in zip(e["completion_ids"], e["env_mask"], strict=True) if m])
+        model_text = tok.decode(
+            [t for t, m in zip(e["completion_ids"], e["env_mask"], strict=True) if m]
+        )
         assert model_text.count("<tool_call>") == 2
         assert json.loads(e["turns"][0]["action"])["name"] == "add"
         # tool results come back as tool messages of the chat template
-        env_text = tok.decode([t for t, m in zip(e["completion_ids"], e["env_mask"], strict=True) if not m])
+        env_text = tok.decode(
+            [t for t, m in zip(e["completion_ids"], e["env_mask"], strict=True) if not m]
+        )
         assert "<tool_response>" in env_text and e["turns"][1]["observation"] in env_text
         assert '"name": "submit"' in tok.decode(e["prompt_ids"])  # tool specs in the prompt
     assert len(parsed) == 4 and all(len(calls) == 1 for _, calls in parsed)
@@ -225,7 +253,8 @@ def test_env_tokens_follow_the_template_even_when_it_rewrites_past_turns(tiny_mo
         "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' }}"
         "{%- if m.role == 'assistant' and loop.last %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
         "{{- m.content + '<|im_end|>\\n' }}{%- endfor %}"
-        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+    )
     assert tok.decode(fmt.env_ids("S", None, assistant, obs, end)) == want
 
 
@@ -264,8 +293,12 @@ def test_tiny_model_rollouts_have_consistent_trajectories(engine, tiny_runs):
         for e in episodes(rec):
             n = len(e["completion_ids"])
             assert len(e["env_mask"]) == n == len(e["logprobs"]) > 0
-            assert e["env_mask"][0] == 1 and e["env_mask"][-1] == 1  # starts and ends with the model
-            assert all(lp == 0.0 for lp, m in zip(e["logprobs"], e["env_mask"], strict=True) if m == 0)
+            assert (
+                e["env_mask"][0] == 1 and e["env_mask"][-1] == 1
+            )  # starts and ends with the model
+            assert all(
+                lp == 0.0 for lp, m in zip(e["logprobs"], e["env_mask"], strict=True) if m == 0
+            )
             assert all(lp <= 0.0 for lp in e["logprobs"])
             prompt = tok.decode(e["prompt_ids"])
             assert e["turns"][0]["observation"] in prompt
@@ -299,8 +332,9 @@ def test_tiny_model_rollouts_have_consistent_trajectories(engine, tiny_runs):
 def test_same_seed_same_rollouts_on_transformers(tiny_runs):
     a, b, c = tiny_runs
     assert a == b
-    assert [e["completion_ids"] for r in a for e in episodes(r)] != \
-        [e["completion_ids"] for r in c for e in episodes(r)]
+    assert [e["completion_ids"] for r in a for e in episodes(r)] != [
+        e["completion_ids"] for r in c for e in episodes(r)
+    ]
 
 
 def test_context_budget_stops_an_episode(engine):
@@ -310,7 +344,9 @@ def test_context_budget_stops_an_episode(engine):
     (probe,) = run_rollouts([cand(GUESS, "guess")], agent, k=1, sandbox_cfg=CFG, max_turns=1)
     first = len(probe["rollouts"]["nohint"][0]["prompt_ids"])
     assert len(probe["rollouts"]["hint"][0]["prompt_ids"]) > first + 8  # the hint is longer
-    (rec,) = run_rollouts([cand(GUESS, "guess")], agent, k=1, sandbox_cfg=CFG, max_context=first + 8)
+    (rec,) = run_rollouts(
+        [cand(GUESS, "guess")], agent, k=1, sandbox_cfg=CFG, max_context=first + 8
+    )
     (nohint,), (hint,) = rec["rollouts"]["nohint"], rec["rollouts"]["hint"]
     # the hinted prompt alone is over budget: no generation, no step
     assert hint["stop"] == "context" and hint["completion_ids"] == [] and hint["turns"] == []
@@ -325,15 +361,25 @@ def test_context_budget_stops_an_episode(engine):
 
 def test_hostile_environments_do_not_stop_the_batch():
     cfg = SandboxConfig(call_timeout=1.0)
-    cands = [cand(GUESS, "good1"), cand(hostile("loop"), "loop"), cand(hostile("crash"), "crash"),
-             cand(hostile("raise"), "raise"), cand("def broken(:\n", "syntax"),
-             cand(GUESS, "good2")]
+    cands = [
+        cand(GUESS, "good1"),
+        cand(hostile("loop"), "loop"),
+        cand(hostile("crash"), "crash"),
+        cand(hostile("raise"), "raise"),
+        cand("def broken(:\n", "syntax"),
+        cand(GUESS, "good2"),
+    ]
     stats = RolloutStats()
     out = list(run_rollouts(cands, ReplayAgent(), k=1, sandbox_cfg=cfg, stats=stats))
     by = {r["env"]["name"]: r for r in out}
     for name in ("good1", "good2"):
         assert by[name]["rollouts"]["summary"]["hint"]["mean_return"] == 1.0
-    for name, word in (("loop", "timeout"), ("crash", "crash"), ("raise", "boom"), ("syntax", "syntax_error")):
+    for name, word in (
+        ("loop", "timeout"),
+        ("crash", "crash"),
+        ("raise", "boom"),
+        ("syntax", "syntax_error"),
+    ):
         for e in episodes(by[name]):
             assert e["stop"] == "env_error", (name, e)
             assert word in e["detail"], (name, e["detail"])
@@ -343,11 +389,14 @@ def test_hostile_environments_do_not_stop_the_batch():
 
 
 def test_episode_wall_time_and_max_turns():
-    (slow,) = run_rollouts([cand(hostile("slow"), "slow")], ReplayAgent(), k=1, sandbox_cfg=CFG,
-                           episode_timeout=0.5)
+    (slow,) = run_rollouts(
+        [cand(hostile("slow"), "slow")], ReplayAgent(), k=1, sandbox_cfg=CFG, episode_timeout=0.5
+    )
     for e in episodes(slow):
         assert e["stop"] == "timeout", e
-    (capped,) = run_rollouts([cand(GUESS, "guess")], ReplayAgent(), k=1, sandbox_cfg=CFG, max_turns=1)
+    (capped,) = run_rollouts(
+        [cand(GUESS, "guess")], ReplayAgent(), k=1, sandbox_cfg=CFG, max_turns=1
+    )
     for e in episodes(capped):
         assert e["stop"] == "max_turns" and e["num_turns"] == 1
     assert capped["rollouts"]["max_turns"] == 1
@@ -375,12 +424,38 @@ def test_invalid_and_codeless_candidates_pass_through_untouched():
 def test_command_replay_agent_with_memory_replay_file(tmp_path):
     lines = [cand(GUESS, "guess"), cand(GUESS, "broken", valid=False)]
     data = b"".join(orjson.dumps(r) + b"\n" for r in lines)
-    entry = new_record("env", "env-calc", ["cand-x"], name="calc", summary="adding", code=CALC,
-                       max_turns=5, tools=None, doc_id=None, round=1, scores={}, replays=0, last_round=1)
+    entry = new_record(
+        "env",
+        "env-calc",
+        ["cand-x"],
+        name="calc",
+        summary="adding",
+        code=CALC,
+        max_turns=5,
+        tools=None,
+        doc_id=None,
+        round=1,
+        scores={},
+        replays=0,
+        last_round=1,
+    )
     mem = tmp_path / "memory.jsonl"
     mem.write_bytes(orjson.dumps(entry) + b"\n")
-    r = run_cli("rollout", "--hint-source", "env", "-", "--agent", "replay", "-k", "2", "--replay", str(mem),
-                "--call-timeout", "2", input=data)
+    r = run_cli(
+        "rollout",
+        "--hint-source",
+        "env",
+        "-",
+        "--agent",
+        "replay",
+        "-k",
+        "2",
+        "--replay",
+        str(mem),
+        "--call-timeout",
+        "2",
+        input=data,
+    )
     assert r.returncode == 0, r.stderr.decode()
     out = [orjson.loads(x) for x in r.stdout.splitlines()]
     assert [o["id"] for o in out][:2] == ["cand-guess", "cand-broken"]
@@ -396,7 +471,17 @@ def test_command_reads_its_file_argument_and_leaves_stdin_alone(tmp_path):
     path = tmp_path / "cands.jsonl"
     path.write_bytes(orjson.dumps(cand(GUESS, "guess")) + b"\n")
     # Without --replay nothing else is read: stdin (here garbage) must stay untouched.
-    r = run_cli("rollout", "--hint-source", "env", str(path), "--agent", "replay", "-k", "1", input=b"not json\n")
+    r = run_cli(
+        "rollout",
+        "--hint-source",
+        "env",
+        str(path),
+        "--agent",
+        "replay",
+        "-k",
+        "1",
+        input=b"not json\n",
+    )
     assert r.returncode == 0, r.stderr.decode()
     out = [orjson.loads(x) for x in r.stdout.splitlines()]
     assert [o["id"] for o in out] == ["cand-guess"]
@@ -409,8 +494,9 @@ def test_command_needs_a_model_only_when_there_is_something_to_play():
     assert orjson.loads(r.stdout) == orjson.loads(invalid)
     r = run_cli("rollout", "--hint-source", "env", input=orjson.dumps(cand(GUESS, "good")) + b"\n")
     assert r.returncode == 2
-    assert r.stderr.decode().strip() == ("spade-rollout: error: --model is required with --agent model "
-                                         "(or use --agent replay)")
+    assert r.stderr.decode().strip() == (
+        "spade-rollout: error: --model is required with --agent model (or use --agent replay)"
+    )
 
 
 @pytest.mark.gpu
@@ -432,8 +518,9 @@ def test_vllm_rollouts_on_tiny_model(tiny_model):
             assert len(e["env_mask"]) == len(e["completion_ids"]) == len(e["logprobs"]) > 0
             assert e["stop"] in ("terminated", "truncated", "max_turns", "context")
     # vLLM seeds follow each request, so the same --seed samples the same tokens
-    assert [e["completion_ids"] for r in a for e in episodes(r)] == \
-        [e["completion_ids"] for r in b for e in episodes(r)]
+    assert [e["completion_ids"] for r in a for e in episodes(r)] == [
+        e["completion_ids"] for r in b for e in episodes(r)
+    ]
 
 
 def test_missing_bwrap_stops_the_run_instead_of_failing_every_episode(monkeypatch, tmp_path):
@@ -442,7 +529,14 @@ def test_missing_bwrap_stops_the_run_instead_of_failing_every_episode(monkeypatc
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ResourceError, match="bwrap not found"):
         list(run_rollouts([cand(GUESS, "guess")], ReplayAgent(), k=1, sandbox_cfg=CFG))
-    r = run_cli("rollout", "--hint-source", "env", "--agent", "replay", input=orjson.dumps(cand(GUESS, "guess")) + b"\n",
-                env={"PATH": str(tmp_path)})
+    r = run_cli(
+        "rollout",
+        "--hint-source",
+        "env",
+        "--agent",
+        "replay",
+        input=orjson.dumps(cand(GUESS, "guess")) + b"\n",
+        env={"PATH": str(tmp_path)},
+    )
     assert r.returncode == 4 and r.stdout == b""
     assert r.stderr.decode().startswith("spade-rollout: error: bwrap not found")

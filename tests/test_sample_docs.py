@@ -38,7 +38,9 @@ from .helpers import run_cli
 
 
 def write_jsonl(path: Path, rows: list, compress: str | None = None) -> Path:
-    data = b"".join(orjson.dumps(r) + b"\n" if not isinstance(r, bytes) else r + b"\n" for r in rows)
+    data = b"".join(
+        orjson.dumps(r) + b"\n" if not isinstance(r, bytes) else r + b"\n" for r in rows
+    )
     if compress == "zst":
         data = zstandard.ZstdCompressor().compress(data)
     elif compress == "gz":
@@ -50,8 +52,10 @@ def write_jsonl(path: Path, rows: list, compress: str | None = None) -> Path:
 def texts(k: int, start: int = 0, length: int = 60) -> list[dict]:
     rng = random.Random(start)
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
-    return [{"text": f"doc {i}: " + " ".join(rng.choices(words, k=length // 6)), "id": f"c{i}"}
-            for i in range(start, start + k)]
+    return [
+        {"text": f"doc {i}: " + " ".join(rng.choices(words, k=length // 6)), "id": f"c{i}"}
+        for i in range(start, start + k)
+    ]
 
 
 def run(paths, n, seed=0, jobs=1, **kw) -> list[dict]:
@@ -73,7 +77,11 @@ def naive(paths, n, seed=0, min_chars=0, max_chars=None) -> list[tuple[str, str,
             if not line.strip():
                 continue
             text = orjson.loads(line)["text"]
-            if not (text or "").strip() or len(text) < min_chars or (max_chars and len(text) > max_chars):
+            if (
+                not (text or "").strip()
+                or len(text) < min_chars
+                or (max_chars and len(text) > max_chars)
+            ):
                 continue
             rid, k = content_id(text), key_for(fs, lineno)
             if rid not in best or k < best[rid][0]:
@@ -94,7 +102,10 @@ def corpus(tmp_path_factory) -> list[Path]:
     rows[50] = rows[10]  # duplicate inside a file
     rows[400] = rows[11]  # duplicate across files
     cuts = [0, 40, 200, 330, 600, 700]
-    return [write_jsonl(d / f"part-{i}.jsonl.zst", rows[a:b], "zst") for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
+    return [
+        write_jsonl(d / f"part-{i}.jsonl.zst", rows[a:b], "zst")
+        for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +125,10 @@ def test_sample_is_exactly_the_smallest_keys(corpus, monkeypatch, chunk):
     if chunk:
         monkeypatch.setattr(recordio, "CHUNK", chunk)
         monkeypatch.setattr(sampler, "CHUNK", chunk)
-        plain = [write_jsonl(p.with_suffix(".plain.jsonl"), list(recordio.RecordReader([str(p)]))) for p in corpus]
+        plain = [
+            write_jsonl(p.with_suffix(".plain.jsonl"), list(recordio.RecordReader([str(p)])))
+            for p in corpus
+        ]
     else:
         plain = corpus
     for n in (1, 25, 2000):
@@ -122,7 +136,7 @@ def test_sample_is_exactly_the_smallest_keys(corpus, monkeypatch, chunk):
         assert summary(docs) == naive(plain, n)
     for d in docs:
         data = b"".join(recordio.iter_chunks(d["source"]["path"]))
-        line = data[d["source"]["offset"]:].split(b"\n", 1)[0]
+        line = data[d["source"]["offset"] :].split(b"\n", 1)[0]
         assert orjson.loads(line)["text"] == d["text"]
 
 
@@ -130,7 +144,7 @@ def test_offsets_find_the_document_again(corpus):
     for d in run(corpus, 60, excerpt_chars=0):
         src = d["source"]
         data = zstandard.ZstdDecompressor().stream_reader(open(src["path"], "rb")).read()
-        line = data[src["offset"]:].split(b"\n", 1)[0]
+        line = data[src["offset"] :].split(b"\n", 1)[0]
         assert orjson.loads(line)["text"] == d["text"]
         assert data[: src["offset"]].count(b"\n") == src["line"] - 1
 
@@ -187,7 +201,9 @@ def test_shards_merged_equal_one_run(corpus, tmp_path):
     outs = []
     for i in range(3):
         out = tmp_path / f"s{i}.jsonl.zst"
-        r = run_cli("sample-docs", "-n", "40", "--seed", "3", "--shard", f"{i}/3", "-o", out, *files)
+        r = run_cli(
+            "sample-docs", "-n", "40", "--seed", "3", "--shard", f"{i}/3", "-o", out, *files
+        )
         assert r.returncode == 0, r.stderr
         outs.append(out)
     merged = run_cli("sample-docs", "--merge", *outs)
@@ -195,7 +211,10 @@ def test_shards_merged_equal_one_run(corpus, tmp_path):
     assert merged.stdout == one.stdout and len(merged.stdout.splitlines()) == 40
     # Each shard alone is a sample of its own files only.
     shard0 = recordio.load_all(str(outs[0]))
-    assert {d["source"]["path"] for d in shard0} <= {os.path.normpath(files[0]), os.path.normpath(files[3])}
+    assert {d["source"]["path"] for d in shard0} <= {
+        os.path.normpath(files[0]),
+        os.path.normpath(files[3]),
+    }
 
 
 def test_uniform_inclusion(tmp_path):
@@ -235,14 +254,22 @@ def test_every_input_format(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", rows[:5])
     write_jsonl(tmp_path / "b.jsonl.gz", rows[5:10], "gz")
     write_jsonl(tmp_path / "c.jsonl.zst", rows[10:15], "zst")
-    pq.write_table(pa.table({"content": [r["text"] for r in rows[15:25]], "doc": [r["id"] for r in rows[15:25]]}),
-                   tmp_path / "d.parquet", row_group_size=3)
+    pq.write_table(
+        pa.table(
+            {"content": [r["text"] for r in rows[15:25]], "doc": [r["id"] for r in rows[15:25]]}
+        ),
+        tmp_path / "d.parquet",
+        row_group_size=3,
+    )
     (tmp_path / "txt" / "sub").mkdir(parents=True)
     for i, r in enumerate(rows[25:30]):
         (tmp_path / "txt" / ("sub" if i % 2 else "") / f"{i}.md").write_text(r["text"])
     (tmp_path / "txt" / ".hidden").write_text("not a document")
 
-    docs = run([tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz", tmp_path / "c.jsonl.zst", tmp_path / "txt"], 100)
+    docs = run(
+        [tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz", tmp_path / "c.jsonl.zst", tmp_path / "txt"],
+        100,
+    )
     assert sorted(d["text"] for d in docs) == sorted(r["text"] for r in rows[:15] + rows[25:30])
     by_text = {r["text"]: r for r in rows}
     for d in docs:
@@ -250,13 +277,17 @@ def test_every_input_format(tmp_path):
         if src["path"].endswith("md"):
             assert Path(src["path"]).read_text() == d["text"] and "line" not in src
         else:
-            assert d["text"] == orjson.loads(list(iter_lines(src["path"]))[src["line"] - 1][2])["text"]
+            assert (
+                d["text"] == orjson.loads(list(iter_lines(src["path"]))[src["line"] - 1][2])["text"]
+            )
 
     # A directory of records files is a corpus of those; its README is not a document.
     (tmp_path / "shards").mkdir()
     write_jsonl(tmp_path / "shards" / "00.jsonl.gz", rows[:3], "gz")
     (tmp_path / "shards" / "README.md").write_text("# about this dataset")
-    assert sorted(d["text"] for d in run([tmp_path / "shards"], 10)) == sorted(r["text"] for r in rows[:3])
+    assert sorted(d["text"] for d in run([tmp_path / "shards"], 10)) == sorted(
+        r["text"] for r in rows[:3]
+    )
 
     pdocs = run([tmp_path / "d.parquet"], 4, text_field="content", id_field="doc")
     assert len(pdocs) == 4
@@ -268,7 +299,9 @@ def test_every_input_format(tmp_path):
     r = run_cli("sample-docs", "-n", "3", input=(tmp_path / "a.jsonl").read_bytes())
     assert r.returncode == 0, r.stderr
     out = [orjson.loads(x) for x in r.stdout.splitlines()]
-    assert len(out) == 3 and all(d["kind"] == "doc" and d["source"]["path"] == "<stdin>" for d in out)
+    assert len(out) == 3 and all(
+        d["kind"] == "doc" and d["source"]["path"] == "<stdin>" for d in out
+    )
 
 
 def test_record_shape(demo):
@@ -303,7 +336,11 @@ def test_mix_proportions(tmp_path):
 
 
 def test_filters_and_empty_documents(tmp_path):
-    rows = [{"text": "x" * k} for k in (0, 5, 50, 500, 5000)] + [{"text": "   \n "}, {"text": None}, b""]
+    rows = [{"text": "x" * k} for k in (0, 5, 50, 500, 5000)] + [
+        {"text": "   \n "},
+        {"text": None},
+        b"",
+    ]
     path = write_jsonl(tmp_path / "f.jsonl", rows)
     assert sorted(d["chars"] for d in run([path], 10, excerpt_chars=0)) == [5, 50, 500, 5000]
     kept = run([path], 10, min_chars=10, max_chars=1000, excerpt_chars=0)
@@ -338,17 +375,23 @@ def test_excerpt_window_rule():
 
 
 def test_bad_json_names_file_and_line(tmp_path):
-    path = write_jsonl(tmp_path / "bad.jsonl", [*texts(3), b'{"text": "oops', *texts(2, start=3), b"[1, 2]"])
+    path = write_jsonl(
+        tmp_path / "bad.jsonl", [*texts(3), b'{"text": "oops', *texts(2, start=3), b"[1, 2]"]
+    )
     r = run_cli("sample-docs", "-n", "10", path)
     assert r.returncode == 3 and r.stdout == b""
     # Candidates are parsed in key order, so either bad line may be the one reported.
     last = r.stderr.decode().strip().splitlines()[-1]
-    assert last in (f"spade-sample-docs: error: {path}:4: bad JSON at column 15: unexpected end of data",
-                    f"spade-sample-docs: error: {path}:7: a corpus line must be a JSON object"), last
+    assert last in (
+        f"spade-sample-docs: error: {path}:4: bad JSON at column 15: unexpected end of data",
+        f"spade-sample-docs: error: {path}:7: a corpus line must be a JSON object",
+    ), last
     r = run_cli("sample-docs", "-n", "10", "--skip-bad", path)
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.splitlines()) == 5
-    assert b"skipped 2 bad lines" in r.stderr and (f"{path}:4" in r.stderr.decode() or f"{path}:7" in r.stderr.decode())
+    assert b"skipped 2 bad lines" in r.stderr and (
+        f"{path}:4" in r.stderr.decode() or f"{path}:7" in r.stderr.decode()
+    )
 
 
 def test_missing_field_names_field_and_file(tmp_path):
@@ -362,7 +405,10 @@ def test_missing_field_names_field_and_file(tmp_path):
 
     pq.write_table(pa.table({"body": ["x"]}), pq_path)
     r = run_cli("sample-docs", pq_path)
-    assert r.returncode == 3 and f"{pq_path}: missing field 'text' (columns: body)".encode() in r.stderr
+    assert (
+        r.returncode == 3
+        and f"{pq_path}: missing field 'text' (columns: body)".encode() in r.stderr
+    )
 
 
 def test_corrupt_missing_and_binary_inputs(tmp_path):
@@ -383,12 +429,19 @@ def test_corrupt_missing_and_binary_inputs(tmp_path):
 
 
 def test_merge_rejects_records_that_are_not_samples(tmp_path):
-    path = write_jsonl(tmp_path / "x.jsonl", [{"kind": "doc", "v": 1, "id": "doc-1", "parents": []}])
+    path = write_jsonl(
+        tmp_path / "x.jsonl", [{"kind": "doc", "v": 1, "id": "doc-1", "parents": []}]
+    )
     r = run_cli("sample-docs", "--merge", path)
     assert r.returncode == 3 and f"{path}:1: not a sample record".encode() in r.stderr
     with pytest.raises(Exception, match="different seeds"):
-        merge([{"id": "a", "sample": {"key": 0.1, "n": 1, "seed": 0}},
-               {"id": "b", "sample": {"key": 0.2, "n": 1, "seed": 1}}], lambda: "here")
+        merge(
+            [
+                {"id": "a", "sample": {"key": 0.1, "n": 1, "seed": 0}},
+                {"id": "b", "sample": {"key": 0.2, "n": 1, "seed": 1}},
+            ],
+            lambda: "here",
+        )
 
 
 # --------------------------------------------------------------------------- demo corpus
@@ -404,7 +457,9 @@ def test_demo_corpus_is_real_and_deterministic(demo, tmp_path):
     # Built again by the module entry point: byte for byte the same. (Not compared with
     # an in-process build: pytest patches sys and pdb, whose documentation then differs.)
     again = tmp_path / "again.jsonl.zst"
-    r = subprocess.run([sys.executable, "-m", "spade_cli.corpus.demo", str(again)], capture_output=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "spade_cli.corpus.demo", str(again)], capture_output=True
+    )
     assert r.returncode == 0, r.stderr
     assert again.read_bytes() == demo.read_bytes()
     lengths = sorted(len(d["text"]) for d in docs)

@@ -15,7 +15,7 @@ from spade_cli.sandbox import config as sbconfig
 
 pytestmark = pytest.mark.usefixtures("worker_start")  # forked workers and workers of their own
 
-GUESS = textwrap.dedent('''
+GUESS = textwrap.dedent("""
     import gymnasium as gym
 
     class Guess(gym.Env):
@@ -29,20 +29,24 @@ GUESS = textwrap.dedent('''
         def step(self, action):
             ok = action.strip() == str(self.n)
             return ("right" if ok else "wrong"), float(ok), ok, False, {"n": self.n}
-''')
+""")
 
 FAST = SandboxConfig(call_timeout=3.0)
 
 
 def env_with(step_body: str, reset_body: str = 'return "o", {}', header: str = "") -> str:
     """A module whose Env.step runs `step_body` (indented code)."""
-    return (f"import gymnasium as gym, os, sys, time\n{header}\n"
-            "class E(gym.Env):\n"
-            '    metadata = {"name": "t", "max_turns": 3}\n'
-            "    def reset(self, seed=None, options=None):\n"
-            + textwrap.indent(textwrap.dedent(reset_body), " " * 8) + "\n"
-            "    def step(self, action):\n"
-            + textwrap.indent(textwrap.dedent(step_body), " " * 8) + "\n")
+    return (
+        f"import gymnasium as gym, os, sys, time\n{header}\n"
+        "class E(gym.Env):\n"
+        '    metadata = {"name": "t", "max_turns": 3}\n'
+        "    def reset(self, seed=None, options=None):\n"
+        + textwrap.indent(textwrap.dedent(reset_body), " " * 8)
+        + "\n"
+        "    def step(self, action):\n"
+        + textwrap.indent(textwrap.dedent(step_body), " " * 8)
+        + "\n"
+    )
 
 
 def reason_of(code: str, cfg: SandboxConfig = FAST, action="a") -> EnvError:
@@ -71,9 +75,11 @@ def test_episode_round_trip_and_determinism():
 
 @pytest.mark.requires_bwrap
 def test_renew_reload_restarts_module_state():
-    code = env_with('return str(COUNT), 0.0, True, False, {}',
-                    reset_body='global COUNT\nCOUNT += 1\nreturn str(COUNT), {}',
-                    header="COUNT = 0")
+    code = env_with(
+        "return str(COUNT), 0.0, True, False, {}",
+        reset_body="global COUNT\nCOUNT += 1\nreturn str(COUNT), {}",
+        header="COUNT = 0",
+    )
     with EnvSession(code, FAST) as env:
         assert env.reset()[0] == "1"
         env.renew()
@@ -82,16 +88,24 @@ def test_renew_reload_restarts_module_state():
         assert env.reset()[0] == "1"  # module executed again
 
 
-@pytest.mark.parametrize("code,reason", [
-    ("def broken(:\n", "syntax_error"),
-    ("import gymnasium\nraise ValueError('at import')\n", "import_crash"),
-    ("import sys\nsys.exit(3)\n", "import_crash"),
-    ("import not_a_real_module_xyz\n", "import_crash"),
-    ("x = 1\n", "no_env_class"),
-    ("import gymnasium as gym\nclass A(gym.Env): pass\nclass B(gym.Env): pass\n", "no_env_class"),
-    ("import gymnasium as gym\nclass A(gym.Env):\n    def __init__(self): raise RuntimeError('no')\n",
-     "import_crash"),
-])
+@pytest.mark.parametrize(
+    "code,reason",
+    [
+        ("def broken(:\n", "syntax_error"),
+        ("import gymnasium\nraise ValueError('at import')\n", "import_crash"),
+        ("import sys\nsys.exit(3)\n", "import_crash"),
+        ("import not_a_real_module_xyz\n", "import_crash"),
+        ("x = 1\n", "no_env_class"),
+        (
+            "import gymnasium as gym\nclass A(gym.Env): pass\nclass B(gym.Env): pass\n",
+            "no_env_class",
+        ),
+        (
+            "import gymnasium as gym\nclass A(gym.Env):\n    def __init__(self): raise RuntimeError('no')\n",
+            "import_crash",
+        ),
+    ],
+)
 @pytest.mark.requires_bwrap
 def test_load_failures_have_reason_codes(code, reason):
     with pytest.raises(EnvError) as err:
@@ -105,15 +119,19 @@ def test_base_and_subclass_pick_the_leaf():
     with pytest.raises(EnvError) as err:  # Guess and Leaf are both leaves
         EnvSession(code, FAST)
     assert err.value.reason == "no_env_class" and "Guess" in err.value.detail
-    code = GUESS.replace("class Guess(gym.Env)", "class Base(gym.Env):\n    pass\n\nclass Guess(Base)")
+    code = GUESS.replace(
+        "class Guess(gym.Env)", "class Base(gym.Env):\n    pass\n\nclass Guess(Base)"
+    )
     with EnvSession(code, FAST) as env:
         assert env.class_name == "Guess"
 
 
 @pytest.mark.requires_bwrap
 def test_env_exceptions_are_not_fatal():
-    code = env_with('if action == "boom": raise KeyError(action)\nreturn "o", 0.5, False, False, {}',
-                    reset_body='if options: return "only one"\nreturn "o", {}')
+    code = env_with(
+        'if action == "boom": raise KeyError(action)\nreturn "o", 0.5, False, False, {}',
+        reset_body='if options: return "only one"\nreturn "o", {}',
+    )
     with EnvSession(code, FAST) as env:
         with pytest.raises(EnvError) as err:
             env.step("boom")
@@ -128,10 +146,12 @@ def test_env_exceptions_are_not_fatal():
 
 @pytest.mark.requires_bwrap
 def test_unserialisable_and_numpy_values():
-    code = env_with('import numpy as np\n'
-                    'if action == "obj": return object(), 0.0, False, False, {}\n'
-                    'if action == "nan": return "o", float("nan"), False, False, {}\n'
-                    'return "o", np.float32(0.5), np.bool_(True), False, {"a": np.arange(3), "t": (1, 2)}')
+    code = env_with(
+        "import numpy as np\n"
+        'if action == "obj": return object(), 0.0, False, False, {}\n'
+        'if action == "nan": return "o", float("nan"), False, False, {}\n'
+        'return "o", np.float32(0.5), np.bool_(True), False, {"a": np.arange(3), "t": (1, 2)}'
+    )
     with EnvSession(code, FAST) as env:
         env.reset()
         assert env.step("x") == ("o", 0.5, True, False, {"a": [0, 1, 2], "t": [1, 2]})
@@ -181,7 +201,8 @@ def test_cpu_limit_is_a_timeout():
 def test_the_jail():
     """Non-root uid, no capabilities, no-new-privs, an empty environment, a minimal
     read-only file system with only gymnasium's packages, and no network."""
-    code = env_with(textwrap.dedent('''
+    code = env_with(
+        textwrap.dedent("""
         import json, socket
         st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
         out = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
@@ -202,7 +223,8 @@ def test_the_jail():
                 open(path, "a").close(); out[path] = "writable"
             except OSError as e:
                 out[path] = e.errno
-        return json.dumps(out), 0.0, True, False, {}'''))
+        return json.dumps(out), 0.0, True, False, {}""")
+    )
     import errno
     import json
 
@@ -219,15 +241,23 @@ def test_the_jail():
     allowed = set(sbconfig.jail_env(SandboxConfig(), sbconfig.python_layout()))
     allowed |= {"PWD", "PYGAME_HIDE_SUPPORT_PROMPT"}  # set by bwrap --chdir / gymnasium itself
     assert set(out["env"]) <= allowed, out["env"]
-    assert out["root"] == ["dev", "etc", "lib", "lib64", "opt", "proc", "tmp", "usr"] or \
-        set(out["root"]) <= {"dev", "etc", "lib", "lib64", "lib32", "opt", "proc", "tmp", "usr"}
+    assert out["root"] == ["dev", "etc", "lib", "lib64", "opt", "proc", "tmp", "usr"] or set(
+        out["root"]
+    ) <= {"dev", "etc", "lib", "lib64", "lib32", "opt", "proc", "tmp", "usr"}
     assert "bin" not in out["usr"] and "sbin" not in out["usr"]
     assert out["torch"] == out["transformers"] == out["spade_cli"] == "absent"
     assert "torch" not in out["site"] and "gymnasium" in out["site"] and "numpy" in out["site"]
     assert out["pid"] == 2  # own pid namespace: bwrap's init is 1
     assert out["ifaces"] == ["lo"]
     assert out["fds"] == [0, 1, 2, 3]  # stdio + the protocol channel: nothing of the host's
-    for path in ("/opt/python/lib/python3.11/os.py", "/usr/lib/x", "/x", "/opt/x", "/dev/x", "/proc/x"):
+    for path in (
+        "/opt/python/lib/python3.11/os.py",
+        "/usr/lib/x",
+        "/x",
+        "/opt/x",
+        "/dev/x",
+        "/proc/x",
+    ):
         assert out[path] in (errno.EROFS, errno.EACCES, errno.ENOENT), (path, out[path])
     mounts = {line.split()[1]: line.split()[3] for line in out["mounts"].splitlines()}
     assert mounts["/tmp"].startswith("rw") and "size=16384k" in mounts["/tmp"]
@@ -279,8 +309,9 @@ def test_unsafe_mode_warns_and_keeps_rlimits(capsys, monkeypatch, tmp_path):
 @pytest.mark.requires_bwrap
 def test_printing_more_than_a_pipe_holds_does_not_deadlock():
     """The parent drains stderr while it waits: 300 kB of prints (a pipe holds 64 kB)."""
-    code = env_with('for i in range(3000): print(f"line {i:04d}", "x" * 90)\n'
-                    'return "o", 0.0, False, False, {}')
+    code = env_with(
+        'for i in range(3000): print(f"line {i:04d}", "x" * 90)\nreturn "o", 0.0, False, False, {}'
+    )
     with EnvSession(code, FAST) as env:
         env.reset()
         assert env.step("a")[0] == "o"
@@ -318,7 +349,9 @@ def test_env_error_pickles_and_require_sandbox(monkeypatch, tmp_path, capsys):
 @pytest.mark.requires_bwrap
 def test_same_string_hashes_in_every_worker():
     """Set iteration order depends on string hashes: fixed, so episodes agree across workers."""
-    code = env_with('return str(list({"alpha", "beta", "gamma", "delta", "eps"})), 0.0, True, False, {}')
+    code = env_with(
+        'return str(list({"alpha", "beta", "gamma", "delta", "eps"})), 0.0, True, False, {}'
+    )
     outs = set()
     for unsafe in (False, False, True):
         with EnvSession(code, SandboxConfig(call_timeout=3.0, unsafe=unsafe)) as env:
@@ -327,7 +360,7 @@ def test_same_string_hashes_in_every_worker():
     assert len(outs) == 1
 
 
-UNPRIVILEGED = textwrap.dedent('''
+UNPRIVILEGED = textwrap.dedent("""
     import os, sys
     from spade_cli.sandbox import EnvSession, EnvError, SandboxConfig
     code = sys.argv[1]
@@ -342,10 +375,12 @@ UNPRIVILEGED = textwrap.dedent('''
             env.step("x")
     except EnvError as e:
         print(e.reason)
-''')
+""")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user"
+)
 @pytest.mark.requires_bwrap
 def test_unprivileged_user_path():
     """bwrap's user-namespace path, as an ordinary user runs it (uid 65534 here)."""
@@ -356,27 +391,55 @@ def test_unprivileged_user_path():
     env = {**os.environ, "HOME": "/tmp"}
     # What the sandbox will bind (the base interpreter behind a venv, its stdlib, the
     # packages, worker.py), checked as that user: running some Python is not enough.
-    probe = subprocess.run(drop + [sys.executable, "-c", "from spade_cli.sandbox.config import "
-                                   "unreadable_binds; print(*unreadable_binds(), sep='\\n')"],
-                           env=env, capture_output=True, text=True, cwd="/")
+    probe = subprocess.run(
+        drop
+        + [
+            sys.executable,
+            "-c",
+            "from spade_cli.sandbox.config import "
+            "unreadable_binds; print(*unreadable_binds(), sep='\\n')",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     if probe.returncode != 0:
         pytest.skip("this Python or checkout is not readable by an unprivileged user")
     if probe.stdout.strip():
         # The sandbox refuses with one clear line naming the first such path.
-        refused = subprocess.run(drop + [sys.executable, "-c", "from spade_cli.sandbox import "
-                                         "check_sandbox; check_sandbox()"],
-                                 env=env, capture_output=True, text=True, cwd="/")
+        refused = subprocess.run(
+            drop
+            + [
+                sys.executable,
+                "-c",
+                "from spade_cli.sandbox import check_sandbox; check_sandbox()",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd="/",
+        )
         assert refused.returncode != 0 and "cannot read it" in refused.stderr, refused.stderr
-        pytest.skip("the sandbox binds paths an unprivileged user cannot read: "
-                    + probe.stdout.split()[0])
-    out = subprocess.run(drop + [sys.executable, "-c", UNPRIVILEGED, GUESS], env=env,
-                         capture_output=True, text=True, cwd="/", timeout=120)
+        pytest.skip(
+            "the sandbox binds paths an unprivileged user cannot read: " + probe.stdout.split()[0]
+        )
+    out = subprocess.run(
+        drop + [sys.executable, "-c", UNPRIVILEGED, GUESS],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "limit"  # RLIMIT_NPROC holds in the user namespace too
 
 
 @pytest.mark.requires_bwrap
-def test_sessions_fall_back_to_a_bwrap_each_when_forking_cannot_work(worker_start, monkeypatch, capsys):
+def test_sessions_fall_back_to_a_bwrap_each_when_forking_cannot_work(
+    worker_start, monkeypatch, capsys
+):
     import subprocess
 
     from spade_cli.sandbox import forkserver

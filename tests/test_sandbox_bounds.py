@@ -23,16 +23,17 @@ def peak_bytes(cg) -> int:
 
 
 def env(step: str) -> str:
-    return ("import ctypes, json, os, time\nimport gymnasium as gym\n"
-            "class Greedy(gym.Env):\n"
-            '    metadata = {"name": "greedy", "max_turns": 1}\n'
-            "    def reset(self, seed=None, options=None):\n"
-            '        return "o", {}\n'
-            "    def step(self, action):\n"
-            + textwrap.indent(textwrap.dedent(step), " " * 8) + "\n")
+    return (
+        "import ctypes, json, os, time\nimport gymnasium as gym\n"
+        "class Greedy(gym.Env):\n"
+        '    metadata = {"name": "greedy", "max_turns": 1}\n'
+        "    def reset(self, seed=None, options=None):\n"
+        '        return "o", {}\n'
+        "    def step(self, action):\n" + textwrap.indent(textwrap.dedent(step), " " * 8) + "\n"
+    )
 
 
-CHILDREN = env('''
+CHILDREN = env("""
     kids = []
     for i in range(6):  # 6 x 250 MiB, each within its own RLIMIT_AS
         pid = os.fork()
@@ -45,10 +46,12 @@ CHILDREN = env('''
         kids.append(pid)
     ends = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in kids]
     return json.dumps(ends), 0.0, True, False, {}
-''')
+""")
 
 
-@pytest.mark.skipif(not cgroup.available(), reason="no memory cgroup here (needs root and the memory controller)")
+@pytest.mark.skipif(
+    not cgroup.available(), reason="no memory cgroup here (needs root and the memory controller)"
+)
 def test_children_share_the_workers_memory_bound():
     with EnvSession(CHILDREN, CFG) as s:
         s.reset()
@@ -59,14 +62,14 @@ def test_children_share_the_workers_memory_bound():
 
 
 def test_what_cannot_be_counted_is_refused():
-    code = env('''
+    code = env("""
     libc = ctypes.CDLL(None, use_errno=True)
     out = {}
     for name, nr, args in (("shmget", 29, (0, 64 << 20, 0o1000 | 0o600)), ("memfd_create", 319, (b"x", 0)),
                            ("msgget", 68, (0, 0o1000 | 0o600))):
         out[name] = libc.syscall(nr, *args) >= 0 or ctypes.get_errno()
     return json.dumps(out), 0.0, True, False, {}
-''')
+""")
     with EnvSession(code, CFG) as s:
         s.reset()
         out = json.loads(s.step("a")[0])
@@ -74,7 +77,7 @@ def test_what_cannot_be_counted_is_refused():
 
 
 def test_empty_directories_cannot_eat_kernel_memory(worker_start):
-    code = env('''
+    code = env("""
     n = 0
     try:
         for n in range(250000):
@@ -82,7 +85,7 @@ def test_empty_directories_cannot_eat_kernel_memory(worker_start):
     except OSError as e:
         return json.dumps([n, e.errno]), 0.0, True, False, {}
     return json.dumps([n, 0]), 0.0, True, False, {}
-''')
+""")
     with EnvSession(code, CFG) as s:
         s.reset()
         try:

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.requires_bwrap, pytest.mark.usefixtures("worker_start"
 CFG = SandboxConfig(call_timeout=3.0)
 
 # Shared by sender and receiver: what each channel is and how to reach it.
-COMMON = '''
+COMMON = """
 import ctypes, errno, fcntl, os, socket, struct
 import gymnasium as gym
 
@@ -44,9 +44,11 @@ SHARED = os.__file__  # the Python tree: the same file in every jail, read-only
 MACHINE_WIDE = ("/proc/loadavg", "/proc/stat", "/proc/meminfo", "/proc/vmstat", "/proc/uptime",
                 "/proc/sys/fs/file-nr", "/proc/sys/kernel/random/entropy_avail",
                 "/proc/pressure/cpu", "/proc/interrupts", "/proc/locks", "/proc/cpuinfo")
-'''
+"""
 
-SENDER = COMMON + '''
+SENDER = (
+    COMMON
+    + """
 KEEP = []
 
 def plant():
@@ -94,9 +96,12 @@ class Sender(gym.Env):
         return "", 0.0, True, False, {}
 
 import json
-'''
+"""
+)
 
-RECEIVER = COMMON + '''
+RECEIVER = (
+    COMMON
+    + """
 import json, signal
 
 def probe():
@@ -147,7 +152,8 @@ class Receiver(gym.Env):
         return json.dumps(probe()), {}
     def step(self, action):
         return "", 0.0, True, False, {}
-'''
+"""
+)
 
 
 def test_nothing_crosses_between_two_workers():
@@ -223,9 +229,15 @@ ORACLE = textwrap.dedent('''
 
 
 def test_a_condition_oracle_earns_no_regret():
-    cand = {"kind": "candidate", "v": 1, "id": "oracle", "parents": [], "origin": "design",
-            "validation": {"valid": True, "reason": "ok"},
-            "env": {"code": ORACLE, "name": "oracle", "max_turns": 1}}
+    cand = {
+        "kind": "candidate",
+        "v": 1,
+        "id": "oracle",
+        "parents": [],
+        "origin": "design",
+        "validation": {"valid": True, "reason": "ok"},
+        "env": {"code": ORACLE, "name": "oracle", "max_turns": 1},
+    }
     (rec,) = run_rollouts([cand], ReplayAgent(), k=4, sandbox_cfg=CFG, batch_size=8, workers=4)
     nohint = [e["return"] for e in rec["rollouts"]["nohint"]]
     hint = [e["return"] for e in rec["rollouts"]["hint"]]
@@ -236,7 +248,7 @@ def test_a_condition_oracle_earns_no_regret():
 
 # --------------------------------------------------------------------------- identity
 
-IDENTITY = '''
+IDENTITY = """
 import json, os
 import gymnasium as gym
 
@@ -247,7 +259,7 @@ class Who(gym.Env):
         return json.dumps({"uid": os.getuid(), "cgroups": paths}), {}
     def step(self, action):
         return "", 0.0, True, False, {}
-'''
+"""
 
 
 def test_a_worker_cannot_count_the_workers_before_it():
@@ -272,16 +284,18 @@ PAGE_FILE = os.path.join(os.path.dirname(os.__file__), "pydoc_data", "topics.py"
 TOKEN_12 = 0b1011_0110_1001
 PAGES = [16 * i for i in range(12)]  # 64 KiB apart: no bit reads another's page ahead
 
-PAGE_COMMON = f'''
+PAGE_COMMON = f"""
 import ctypes, json, mmap, os
 import gymnasium as gym
 
 PATH = os.path.join(os.path.dirname(os.__file__), "pydoc_data", "topics.py")
 PAGES = {PAGES}
 libc = ctypes.CDLL(None, use_errno=True)
-'''
+"""
 
-PAGE_SENDER = PAGE_COMMON + f'''
+PAGE_SENDER = (
+    PAGE_COMMON
+    + f"""
 class Sender(gym.Env):
     metadata = {{"name": "page-sender", "max_turns": 1}}
     def reset(self, seed=None, options=None):
@@ -294,9 +308,12 @@ class Sender(gym.Env):
         return "sent", {{}}
     def step(self, action):
         return "", 0.0, True, False, {{}}
-'''
+"""
+)
 
-PAGE_RECEIVER = PAGE_COMMON + '''
+PAGE_RECEIVER = (
+    PAGE_COMMON
+    + """
 def nowait():
     fd = os.open(PATH, os.O_RDONLY)
     bits = 0
@@ -341,7 +358,8 @@ class Receiver(gym.Env):
                            "cachestat": attempt(cached_pages)}), {}
     def step(self, action):
         return "", 0.0, True, False, {}
-'''
+"""
+)
 
 
 def test_the_page_cache_of_shared_files_carries_nothing():
@@ -351,6 +369,8 @@ def test_the_page_cache_of_shared_files_carries_nothing():
     with EnvSession(PAGE_SENDER, CFG) as a, EnvSession(PAGE_RECEIVER, CFG) as b:
         assert a.reset()[0] == "sent"
         seen = json.loads(b.reset()[0])
-    assert seen == {"nowait": "refused: Operation not supported",
-                    "mincore": "refused: Operation not permitted",
-                    "cachestat": "refused: Operation not permitted"}, seen
+    assert seen == {
+        "nowait": "refused: Operation not supported",
+        "mincore": "refused: Operation not permitted",
+        "cachestat": "refused: Operation not permitted",
+    }, seen

@@ -14,13 +14,14 @@ import pytest
 
 from spade_cli.sandbox import EnvError, EnvSession, SandboxConfig
 
-pytestmark = pytest.mark.skipif(os.system("command -v bwrap >/dev/null"),
-                                reason="bwrap not installed")
+pytestmark = pytest.mark.skipif(
+    os.system("command -v bwrap >/dev/null"), reason="bwrap not installed"
+)
 
 # Observations just under the per-reply cap (1 MiB), at every step of a long episode:
 # each reply passes every per-reply check, and kept (as validation keeps its episodes)
 # they would add up to gigabytes.
-VERBOSE = textwrap.dedent('''
+VERBOSE = textwrap.dedent("""
     import gymnasium as gym
 
     class Verbose(gym.Env):
@@ -35,29 +36,40 @@ VERBOSE = textwrap.dedent('''
             self.t += 1
             obs = chr(97 + self.t % 26) * 1_000_000
             return obs, 0.0025 if right else 0.0, self.t >= 400 or not right, False, {}
-''')
+""")
 
 SMALL = VERBOSE.replace("1_000_000", "100")
 
 # The validator's own peak RSS (not its workers'), as spade-validate runs it.
-MEASURED = ("import resource, sys\n"
-            "from spade_cli.__main__ import main\n"
-            "try:\n"
-            "    main()\n"
-            "finally:\n"
-            "    print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-            " file=sys.stderr)\n")
+MEASURED = (
+    "import resource, sys\n"
+    "from spade_cli.__main__ import main\n"
+    "try:\n"
+    "    main()\n"
+    "finally:\n"
+    "    print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+    " file=sys.stderr)\n"
+)
 
 
 def validate_peak_mib(tmp_path: Path, code: str) -> tuple[float, dict]:
-    rec = {"kind": "candidate", "v": 1, "id": "verbose", "parents": [], "round": 0,
-           "origin": "library", "env": {"code": code}}
+    rec = {
+        "kind": "candidate",
+        "v": 1,
+        "id": "verbose",
+        "parents": [],
+        "round": 0,
+        "origin": "library",
+        "env": {"code": code},
+    }
     src = tmp_path / "cand.jsonl"
     src.write_text(json.dumps(rec) + "\n")
-    r = subprocess.run([sys.executable, "-c", MEASURED, "validate", str(src), "--seeds", "1",
-                        "--workers", "1"],
-                       capture_output=True, timeout=600,
-                       env={**os.environ, "PYTHONPATH": os.getcwd()})
+    r = subprocess.run(
+        [sys.executable, "-c", MEASURED, "validate", str(src), "--seeds", "1", "--workers", "1"],
+        capture_output=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     kib = int(r.stderr.decode().rsplit("maxrss_kib", 1)[1].split()[0])
     return kib / 1024, json.loads(r.stdout)["validation"]

@@ -21,7 +21,7 @@ from spade_cli.sandbox import uids as sbuids
 pytestmark = [pytest.mark.requires_bwrap, pytest.mark.usefixtures("worker_start")]
 
 QUICK = SandboxConfig(call_timeout=1.0)
-GOOD = textwrap.dedent('''
+GOOD = textwrap.dedent("""
     import gymnasium as gym
     class Ok(gym.Env):
         metadata = {"name": "ok", "max_turns": 1}
@@ -29,17 +29,20 @@ GOOD = textwrap.dedent('''
             return "say ok", {"hint": "ok", "solution": ["ok"]}
         def step(self, action):
             return "done", float(action == "ok"), True, False, {}
-''')
+""")
 
 
 def hostile(step_body: str) -> str:
-    return ("import gymnasium as gym, os, sys, time, signal, socket, mmap\n"
-            "class Hostile(gym.Env):\n"
-            '    metadata = {"name": "hostile", "max_turns": 3}\n'
-            "    def reset(self, seed=None, options=None):\n"
-            '        return "o", {}\n'
-            "    def step(self, action):\n"
-            + textwrap.indent(textwrap.dedent(step_body), " " * 8) + "\n")
+    return (
+        "import gymnasium as gym, os, sys, time, signal, socket, mmap\n"
+        "class Hostile(gym.Env):\n"
+        '    metadata = {"name": "hostile", "max_turns": 3}\n'
+        "    def reset(self, seed=None, options=None):\n"
+        '        return "o", {}\n'
+        "    def step(self, action):\n"
+        + textwrap.indent(textwrap.dedent(step_body), " " * 8)
+        + "\n"
+    )
 
 
 def our_sandbox_processes() -> list[int]:
@@ -88,31 +91,55 @@ def run_hostile(body: str, cfg: SandboxConfig = QUICK, action: str = "a"):
             return e, env
 
 
-@pytest.mark.parametrize("name,body,reason", [
-    ("infinite loop", "while True: pass", "timeout"),
-    ("sleep", "time.sleep(3600)", "timeout"),
-    ("signal-proof sleep", "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(3600)", "timeout"),
-    ("memory bomb", "x = bytearray(8 << 30)", "memory"),
-    ("growing memory", "x = []\nwhile True: x.append(bytearray(1 << 20))", "memory"),
-    ("shared-mmap bomb", "m = mmap.mmap(-1, 8 << 30, flags=mmap.MAP_SHARED)\nm[-1] = 1", "memory"),
-    ("numpy bomb", "import numpy as np\nnp.ones((1 << 16, 1 << 16))", "memory"),
-    ("fork bomb", "while True: os.fork()", "limit"),
-    ("thread bomb", "import threading\nwhile True: threading.Thread(target=time.sleep, args=(60,)).start()",
-     "limit"),
-    ("10 GB file", "with open('/tmp/big', 'wb') as f:\n    for _ in range(10240): f.write(b'x' * (1 << 20))",
-     "limit"),
-    ("fd exhaustion", "fs = [open('/dev/null') for _ in range(100000)]", "limit"),
-    ("stdout flood", "while True: print('x' * 1000)", "flood"),
-    ("fd 1/2 flood", "while True:\n    os.write(1, b'y' * 65536)\n    os.write(2, b'z' * 65536)", "flood"),
-    ("protocol flood", "os.write(3, b'x' * (4 << 20))", "flood"),
-    ("protocol garbage", "os.write(3, b'not json\\n')\ntime.sleep(1)", "protocol"),
-    ("forged reply", "os.write(3, b'{\"id\": 424242, \"ok\": true, \"result\": 1}\\n')\ntime.sleep(1)",
-     "protocol"),
-    ("segfault", "import ctypes\nctypes.string_at(0)", "crash"),
-    ("abort", "os.abort()", "crash"),
-    ("exit", "os._exit(0)", "crash"),
-    ("kill every visible process", "os.kill(-1, signal.SIGKILL)", "bad_step"),  # none are
-])
+@pytest.mark.parametrize(
+    "name,body,reason",
+    [
+        ("infinite loop", "while True: pass", "timeout"),
+        ("sleep", "time.sleep(3600)", "timeout"),
+        (
+            "signal-proof sleep",
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(3600)",
+            "timeout",
+        ),
+        ("memory bomb", "x = bytearray(8 << 30)", "memory"),
+        ("growing memory", "x = []\nwhile True: x.append(bytearray(1 << 20))", "memory"),
+        (
+            "shared-mmap bomb",
+            "m = mmap.mmap(-1, 8 << 30, flags=mmap.MAP_SHARED)\nm[-1] = 1",
+            "memory",
+        ),
+        ("numpy bomb", "import numpy as np\nnp.ones((1 << 16, 1 << 16))", "memory"),
+        ("fork bomb", "while True: os.fork()", "limit"),
+        (
+            "thread bomb",
+            "import threading\nwhile True: threading.Thread(target=time.sleep, args=(60,)).start()",
+            "limit",
+        ),
+        (
+            "10 GB file",
+            "with open('/tmp/big', 'wb') as f:\n    for _ in range(10240): f.write(b'x' * (1 << 20))",
+            "limit",
+        ),
+        ("fd exhaustion", "fs = [open('/dev/null') for _ in range(100000)]", "limit"),
+        ("stdout flood", "while True: print('x' * 1000)", "flood"),
+        (
+            "fd 1/2 flood",
+            "while True:\n    os.write(1, b'y' * 65536)\n    os.write(2, b'z' * 65536)",
+            "flood",
+        ),
+        ("protocol flood", "os.write(3, b'x' * (4 << 20))", "flood"),
+        ("protocol garbage", "os.write(3, b'not json\\n')\ntime.sleep(1)", "protocol"),
+        (
+            "forged reply",
+            'os.write(3, b\'{"id": 424242, "ok": true, "result": 1}\\n\')\ntime.sleep(1)',
+            "protocol",
+        ),
+        ("segfault", "import ctypes\nctypes.string_at(0)", "crash"),
+        ("abort", "os.abort()", "crash"),
+        ("exit", "os._exit(0)", "crash"),
+        ("kill every visible process", "os.kill(-1, signal.SIGKILL)", "bad_step"),  # none are
+    ],
+)
 def test_contained(name, body, reason):
     # Only the timeout cases need a short call limit; the rest get slack for a busy machine.
     cfg = QUICK if reason == "timeout" else SandboxConfig(call_timeout=10.0)
@@ -137,7 +164,7 @@ def test_fork_bomb_swallowing_errors_is_killed_whole():
 
 def test_process_limit_is_really_enforced():
     """RLIMIT_NPROC is ignored for host uid 0: count how many children a worker gets."""
-    body = '''
+    body = """
         kids = []
         try:
             while len(kids) < 200:
@@ -148,7 +175,7 @@ def test_process_limit_is_really_enforced():
         except OSError:
             pass
         for k in kids: os.kill(k, signal.SIGKILL)
-        return str(len(kids)), 0.0, True, False, {}'''
+        return str(len(kids)), 0.0, True, False, {}"""
     out, env = run_hostile(body, SandboxConfig(call_timeout=5.0, nproc=10))
     assert not isinstance(out, EnvError), out
     assert int(out[0]) < 10
@@ -157,8 +184,12 @@ def test_process_limit_is_really_enforced():
 def test_filling_tmp_and_shm_leaves_the_host_alone():
     marker = f"spade-hostile-{secrets.token_hex(4)}"
     for path in ("/tmp", "/dev/shm"):
-        body = f"with open('{path}/{marker}', 'wb') as f:\n    while True: f.write(b'x' * (1 << 20))"
-        out, _ = run_hostile(body, SandboxConfig(call_timeout=5.0, file_mb=1024, tmp_mb=8, shm_mb=4))
+        body = (
+            f"with open('{path}/{marker}', 'wb') as f:\n    while True: f.write(b'x' * (1 << 20))"
+        )
+        out, _ = run_hostile(
+            body, SandboxConfig(call_timeout=5.0, file_mb=1024, tmp_mb=8, shm_mb=4)
+        )
         assert isinstance(out, EnvError) and out.reason == "limit", out
         assert "disk space" in out.detail
         assert not Path(path, marker).exists()
@@ -177,7 +208,7 @@ def test_reading_etc_shadow():
 def test_secrets_in_the_parent_environment(monkeypatch):
     token = "spade-secret-" + secrets.token_hex(8)
     monkeypatch.setenv("SPADE_TEST_SECRET", token)
-    body = '''
+    body = """
         seen = [repr(dict(os.environ))]
         for pid in ["self", "1"] + [p for p in os.listdir("/proc") if p.isdigit()]:
             for f in ("environ", "cmdline"):
@@ -185,7 +216,7 @@ def test_secrets_in_the_parent_environment(monkeypatch):
                     seen.append(open(f"/proc/{pid}/{f}", "rb").read().decode(errors="replace"))
                 except OSError as e:
                     seen.append(f"{pid}/{f}: {e.strerror}")
-        return "\\n".join(seen), 0.0, True, False, {}'''
+        return "\\n".join(seen), 0.0, True, False, {}"""
     with EnvSession(hostile(body), QUICK) as env:
         env.reset()
         obs = env.step("a")[0]
@@ -199,7 +230,9 @@ def test_secrets_in_the_parent_environment(monkeypatch):
     assert_unharmed()
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/sys/kernel/printk_ratelimit"), reason="no such sysctl")
+@pytest.mark.skipif(
+    not os.path.exists("/proc/sys/kernel/printk_ratelimit"), reason="no such sysctl"
+)
 def test_writing_host_proc_sys():
     path = "/proc/sys/kernel/printk_ratelimit"
     before = Path(path).read_text()
@@ -227,7 +260,7 @@ def test_connecting_to_a_localhost_port():
     listener.listen()
     listener.setblocking(False)
     port = listener.getsockname()[1]
-    body = f'''
+    body = f"""
         results = []
         for host in ("127.0.0.1", "localhost", "10.0.2.2", "8.8.8.8"):
             try:
@@ -235,7 +268,7 @@ def test_connecting_to_a_localhost_port():
                 results.append("CONNECTED " + host)
             except OSError as e:
                 results.append(f"{{host}}: {{e}}")
-        return "\\n".join(results), 0.0, True, False, {{}}'''
+        return "\\n".join(results), 0.0, True, False, {{}}"""
     try:
         out, _ = run_hostile(body, SandboxConfig(call_timeout=5.0))
         assert not isinstance(out, EnvError), out
@@ -251,7 +284,7 @@ def test_connecting_to_a_localhost_port():
 def test_no_new_namespaces_mounts_or_ptrace():
     """In a user namespace of its own the environment could mount an unbounded tmpfs
     (host memory) and reach capability-gated kernel code: the seccomp filter says no."""
-    body = '''
+    body = """
         import ctypes, threading
         libc = ctypes.CDLL(None, use_errno=True)
         out = [libc.unshare(f) == 0 for f in (0x10000000, 0x10020000, 0x20000000, 0x40000000, 0x00020000)]
@@ -263,7 +296,7 @@ def test_no_new_namespaces_mounts_or_ptrace():
         if pid == 0:
             os._exit(0)
         os.waitpid(pid, 0)  # and so do processes
-        return str(out), 0.0, True, False, {}'''
+        return str(out), 0.0, True, False, {}"""
     out, _ = run_hostile(body, SandboxConfig(call_timeout=10.0))
     assert not isinstance(out, EnvError), out
     assert out[0] == str([False] * 8)
@@ -272,19 +305,19 @@ def test_no_new_namespaces_mounts_or_ptrace():
 
 def test_killing_the_parent():
     me = os.getpid()
-    body = f'''
+    body = f"""
         for pid in (os.getppid(), 1, {me}):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        return "still here", 0.0, True, False, {{}}'''
+        return "still here", 0.0, True, False, {{}}"""
     out, _ = run_hostile(body)
     assert out == ("still here", 0.0, True, False, {})  # nothing it could reach
     assert_unharmed()
 
 
-DAEMON = '''
+DAEMON = """
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
@@ -293,7 +326,7 @@ DAEMON = '''
             while True: time.sleep(1)
         os._exit(0)
     time.sleep(0.2)
-    return "daemon started", 0.0, True, False, {}'''
+    return "daemon started", 0.0, True, False, {}"""
 
 
 def ns_processes(ns: str) -> list[int]:
@@ -320,14 +353,14 @@ def test_a_detached_daemon_does_not_survive():
 
 
 def test_nothing_survives_a_killed_parent():
-    script = textwrap.dedent(f'''
+    script = textwrap.dedent(f"""
         import os, time
         from spade_cli.sandbox import EnvSession, SandboxConfig
         env = EnvSession({hostile(DAEMON)!r}, SandboxConfig())
         env.reset(); env.step("a")
         print(os.readlink(f"/proc/{{env.sandbox_pid}}/ns/pid"), flush=True)
         time.sleep(60)
-    ''')
+    """)
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         ns = parent.stdout.readline().strip()
@@ -343,16 +376,21 @@ def test_runaway_recursion():
     assert isinstance(out, EnvError) and out.reason == "bad_step" and "RecursionError" in out.detail
     assert not out.fatal  # an exception of the environment's own: the worker lives on
     # With the recursion limit lifted, C-level recursion overflows the C stack: a segfault.
-    body = ("import json\nsys.setrecursionlimit(10**6)\nx = []\nfor _ in range(10**5): x = [x]\n"
-            "return json.dumps(x), 0.0, True, False, {}")
+    body = (
+        "import json\nsys.setrecursionlimit(10**6)\nx = []\nfor _ in range(10**5): x = [x]\n"
+        "return json.dumps(x), 0.0, True, False, {}"
+    )
     out, env = run_hostile(body, SandboxConfig(call_timeout=5.0))
     assert isinstance(out, EnvError) and out.reason in ("crash", "memory"), out
     assert_unharmed()
 
 
 def test_import_time_attacks_are_contained_too():
-    for code, reason in [("while True: pass", "timeout"), ("import os\nos.abort()", "crash"),
-                         ("x = bytearray(8 << 30)", "memory")]:
+    for code, reason in [
+        ("while True: pass", "timeout"),
+        ("import os\nos.abort()", "crash"),
+        ("x = bytearray(8 << 30)", "memory"),
+    ]:
         with pytest.raises(EnvError) as err:
             EnvSession(code, QUICK)
         assert err.value.reason == reason, (code, err.value)
@@ -362,7 +400,7 @@ def test_import_time_attacks_are_contained_too():
 # Two workers alive at once (of one environment, as in a rollout) must not be able to
 # reach each other: a channel between episodes would let an environment tell its
 # no-hint episodes from its hinted ones (the order they start in) and fake regret.
-PLANT = '''
+PLANT = """
     import json, socket as sk
     if hasattr(self, "keep"):
         return "still here", 0.0, False, False, {}
@@ -380,9 +418,9 @@ PLANT = '''
         pass
     status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
     caps = {k: v.strip() for k, v in status.items() if k.startswith("Cap")}
-    return json.dumps({"uid": os.getuid(), "caps": caps, "fds": fds}), 0.0, False, False, {}'''
+    return json.dumps({"uid": os.getuid(), "caps": caps, "fds": fds}), 0.0, False, False, {}"""
 
-PROBE = '''
+PROBE = """
     import json, socket as sk
     seen = {"files": [p for p in ("/tmp/mark", "/dev/shm/mark") if os.path.exists(p)],
             "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
@@ -397,7 +435,7 @@ PROBE = '''
         seen["kill"] = "KILLED SOMETHING"
     except OSError as e:
         seen["kill"] = e.strerror
-    return json.dumps(seen), 0.0, True, False, {}'''
+    return json.dumps(seen), 0.0, True, False, {}"""
 
 
 def test_workers_alive_together_share_nothing():

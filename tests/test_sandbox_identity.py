@@ -11,8 +11,10 @@ import pytest
 
 from spade_cli.envs.library import library_candidates
 
-pytestmark = pytest.mark.skipif(os.system("command -v bwrap >/dev/null") or os.geteuid() != 0,
-                                reason="needs bwrap and root (one host uid per worker)")
+pytestmark = pytest.mark.skipif(
+    os.system("command -v bwrap >/dev/null") or os.geteuid() != 0,
+    reason="needs bwrap and root (one host uid per worker)",
+)
 
 CAESAR = next(c for c in library_candidates() if c["env"]["name"] == "caesar_cipher")
 CODE = CAESAR["env"]["code"]
@@ -29,14 +31,18 @@ def validate(cli, tmp_path: Path, code: str) -> dict:
     return json.loads(r.stdout)["validation"]
 
 
-@pytest.mark.parametrize("draw", [
-    "rng = random.Random(seed + os.getuid())",  # the task follows the worker's uid slot
-    # where the worker's modules lie in memory, on one seed of the three (not the first,
-    # which validation also replays in the same worker): the only one that differs
-    "rng = random.Random(seed + (id(gym) >> 12 & 0xFF if seed % 3 == 2 else 0))",
-])
-def test_a_task_drawn_from_the_workers_identity_is_nondeterministic(cli, tmp_path, worker_start,
-                                                                    draw):
+@pytest.mark.parametrize(
+    "draw",
+    [
+        "rng = random.Random(seed + os.getuid())",  # the task follows the worker's uid slot
+        # where the worker's modules lie in memory, on one seed of the three (not the first,
+        # which validation also replays in the same worker): the only one that differs
+        "rng = random.Random(seed + (id(gym) >> 12 & 0xFF if seed % 3 == 2 else 0))",
+    ],
+)
+def test_a_task_drawn_from_the_workers_identity_is_nondeterministic(
+    cli, tmp_path, worker_start, draw
+):
     assert validate(cli, tmp_path, CODE)["valid"] is True
     code = "import os\n" + CODE.replace(SEEDED, draw)
     verdict = validate(cli, tmp_path, code)

@@ -92,14 +92,24 @@ def test_every_rule_is_in_the_program(arch, program):
     assert checked >= len(RULES) - 2
 
 
-@pytest.mark.parametrize("name, args", [
-    ("read", ()), ("openat", ()), ("mmap", ()), ("clone", (0x11,)),  # fork: SIGCHLD | ...
-    ("unshare", (0x400,)),  # CLONE_FILES: not a namespace
-    ("socket", (2, 1, 0)), ("socket", (10, 2, 0)), ("socket", (1, 1, 0)),
-    ("socket", (16, 3, 0)),  # NETLINK_ROUTE
-    ("socketpair", (1, 1, 0)), ("fcntl", (3, 1)), ("fcntl", (3, 4)),  # F_GETFD, F_SETFL
-    ("preadv2", (3, 0, 1, 0, 0, 0x1)),  # RWF_HIPRI: not RWF_NOWAIT
-])
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("read", ()),
+        ("openat", ()),
+        ("mmap", ()),
+        ("clone", (0x11,)),  # fork: SIGCHLD | ...
+        ("unshare", (0x400,)),  # CLONE_FILES: not a namespace
+        ("socket", (2, 1, 0)),
+        ("socket", (10, 2, 0)),
+        ("socket", (1, 1, 0)),
+        ("socket", (16, 3, 0)),  # NETLINK_ROUTE
+        ("socketpair", (1, 1, 0)),
+        ("fcntl", (3, 1)),
+        ("fcntl", (3, 4)),  # F_GETFD, F_SETFL
+        ("preadv2", (3, 0, 1, 0, 0, 0x1)),  # RWF_HIPRI: not RWF_NOWAIT
+    ],
+)
 def test_what_the_rules_leave_alone_is_allowed(arch, program, name, args):
     assert run_bpf(program, syscall_number(arch, name), AUDIT_ARCH[arch], args) == ALLOW
 
@@ -124,11 +134,16 @@ def test_without_a_filter_the_sandbox_refuses_unless_told(monkeypatch):
     from spade_cli.sandbox import session
 
     monkeypatch.setattr(session, "host_filter", lambda: (None, "libseccomp is not installed"))
-    code = ("import gymnasium as gym\nclass E(gym.Env):\n"
-            "    metadata = {'name': 'e', 'max_turns': 1}\n"
-            "    def reset(self, seed=None, options=None):\n        return 'o', {}\n")
-    with pytest.raises(ResourceError, match="no seccomp filter can be installed here: libseccomp "
-                                            "is not installed; or pass --unsafe-no-seccomp"):
+    code = (
+        "import gymnasium as gym\nclass E(gym.Env):\n"
+        "    metadata = {'name': 'e', 'max_turns': 1}\n"
+        "    def reset(self, seed=None, options=None):\n        return 'o', {}\n"
+    )
+    with pytest.raises(
+        ResourceError,
+        match="no seccomp filter can be installed here: libseccomp "
+        "is not installed; or pass --unsafe-no-seccomp",
+    ):
         EnvSession(code, SandboxConfig())
     with EnvSession(code, SandboxConfig(allow_no_filter=True)) as s:
         assert s.reset() == ("o", {})

@@ -49,9 +49,13 @@ def test_two_agent_steps_add_replays_and_a_designer_step_at_the_end():
     assert replays.args[replays.args.index("--conditions") + 1] == "nohint"
     model = replays.args[replays.args.index("--model") + 1]
     assert isinstance(model, Shell) and "checkpoint-s1.jsonl" in model
-    assert replays.args[replays.args.index("--seed") + 1] != stages["rollout"].args[
-        stages["rollout"].args.index("--seed") + 1]
-    assert s2.inputs == [d + "rollouts-s2.jsonl.zst"] and str(s2.output).endswith("checkpoint-s2.jsonl")
+    assert (
+        replays.args[replays.args.index("--seed") + 1]
+        != stages["rollout"].args[stages["rollout"].args.index("--seed") + 1]
+    )
+    assert s2.inputs == [d + "rollouts-s2.jsonl.zst"] and str(s2.output).endswith(
+        "checkpoint-s2.jsonl"
+    )
     window = stages["regret-window"]
     assert window.inputs == [d + "scored.jsonl.zst"] and "--memory" not in window.args
     assert window.args[window.args.index("--window") + 1] == d + "rollouts-s2.jsonl.zst"
@@ -89,7 +93,10 @@ def test_window_win_rate_recomputes_blend_and_keeps_the_regret():
     w = 2.0 / 6
     assert sc["components"]["win_rate"] == pytest.approx(w)
     assert sc["components"]["win_rate_first"] == pytest.approx(0.8)
-    assert sc["regret"] == first["regret"] and sc["components"]["regret"] == first["components"]["regret"]
+    assert (
+        sc["regret"] == first["regret"]
+        and sc["components"]["regret"] == first["components"]["regret"]
+    )
     assert sc["reward"] == pytest.approx(0.6 * (1 - (0.4 - w) / 0.25) + 0.4)
     assert sc["window"]["steps"] == 3 and sc["window"]["nohint"]["n"] == 6
     # Nothing measured: left alone.
@@ -112,7 +119,9 @@ def test_regret_window_option_reads_the_later_plays_by_candidate_id(tmp_path):
     (out,) = parse(r.stdout)
     assert out["score"]["components"]["win_rate"] == pytest.approx(1.6 / 4)
     assert out["score"]["reward"] == pytest.approx(1.0)  # on the plateau, full scaled regret
-    bad = run_cli("regret", str(scored), "--window", str(plays), "--memory", str(tmp_path / "m.jsonl"))
+    bad = run_cli(
+        "regret", str(scored), "--window", str(plays), "--memory", str(tmp_path / "m.jsonl")
+    )
     assert bad.returncode == 2 and b"--window" in bad.stderr
 
 
@@ -121,9 +130,13 @@ def test_regret_window_option_reads_the_later_plays_by_candidate_id(tmp_path):
 
 def schedule_config(tiny_model, corpus_path: str, tmp_path, steps: int, rounds: int):  # noqa: F811
     path = tmp_path / f"steps-{steps}.toml"
-    path.write_text(f"rounds = {rounds}\n"
-                    + config_text(str(tiny_model), corpus_path).replace("[design]\n", "[design]\nattempts = 1\n")
-                    + f"[loop]\nagent_steps = {steps}\n")
+    path.write_text(
+        f"rounds = {rounds}\n"
+        + config_text(str(tiny_model), corpus_path).replace(
+            "[design]\n", "[design]\nattempts = 1\n"
+        )
+        + f"[loop]\nagent_steps = {steps}\n"
+    )
     return path
 
 
@@ -145,18 +158,28 @@ def test_two_rounds_of_two_agent_steps_run_and_show_both_steps(two_step_run):
     assert [m["round"] for m in metrics] == [1, 2]
     for m in metrics:
         steps = m["steps"]
-        assert [(s["step"], s["role"]) for s in steps] == [(1, "agent"), (2, "agent"), (2, "designer")]
+        assert [(s["step"], s["role"]) for s in steps] == [
+            (1, "agent"),
+            (2, "agent"),
+            (2, "designer"),
+        ]
         assert all(s["episodes"] > 0 and s["win_rate"] is not None for s in steps[:2])
         # The tiny model earns no reward spread: each step records an unchanged checkpoint.
-        assert all(isinstance(s["train_steps"], int) and s["checkpoint_format"] and "train_loss_last" in s
-                   for s in steps)
+        assert all(
+            isinstance(s["train_steps"], int) and s["checkpoint_format"] and "train_loss_last" in s
+            for s in steps
+        )
     d1 = run / "round-001"
     stages = orjson.loads((d1 / "manifest.json").read_bytes())["stages"]
     assert list(stages)[-5:] == WINDOW
     replays = records(d1 / "rollouts-s2.jsonl.zst", run)
     played = [c for c in replays if c.get("rollouts")]
-    assert played and all(c["rollouts"]["hint"] == [] and c["rollouts"]["nohint"]
-                          and c["rollouts"]["conditions"] == ["nohint"] for c in played)
+    assert played and all(
+        c["rollouts"]["hint"] == []
+        and c["rollouts"]["nohint"]
+        and c["rollouts"]["conditions"] == ["nohint"]
+        for c in played
+    )
     # Round 2 starts from the designer step's checkpoint, which started from step 2's.
     ckpt = orjson.loads((d1 / "checkpoint.jsonl").read_bytes().splitlines()[0])
     manifest2 = orjson.loads((run / "round-002" / "manifest.json").read_bytes())
@@ -169,7 +192,9 @@ def test_two_rounds_of_two_agent_steps_run_and_show_both_steps(two_step_run):
 def test_run_killed_between_two_steps_resumes_to_the_same_records(two_step_run, tmp_path):
     config, run_a = two_step_run
     runs_b = tmp_path / "runs-b"
-    proc = subprocess.Popen(loop_cmd(config, runs_b), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        loop_cmd(config, runs_b), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     manifest = runs_b / "t" / "round-001" / "manifest.json"
     deadline = time.time() + 1200
     while time.time() < deadline:  # kill once step 1 has trained
@@ -187,8 +212,16 @@ def test_run_killed_between_two_steps_resumes_to_the_same_records(two_step_run, 
     assert b"spade-design" not in r.stderr.split(b"round 1 done")[0]  # step 1 is not redone
     run_b = runs_b / "t"
     for rnd in ("round-001", "round-002"):
-        for name in ("scored.jsonl.zst", "rollouts-s2.jsonl.zst", "scored-window.jsonl.zst", "memory.jsonl.zst"):
-            assert records(run_b / rnd / name, run_b) == records(run_a / rnd / name, run_a), (rnd, name)
+        for name in (
+            "scored.jsonl.zst",
+            "rollouts-s2.jsonl.zst",
+            "scored-window.jsonl.zst",
+            "memory.jsonl.zst",
+        ):
+            assert records(run_b / rnd / name, run_b) == records(run_a / rnd / name, run_a), (
+                rnd,
+                name,
+            )
 
 
 def test_fixed_pool_steps_train_only_the_agent():

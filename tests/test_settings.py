@@ -48,8 +48,9 @@ def test_every_option_default_is_the_loop_configs(prog):
             default = params[f.name].default
             if isinstance(f.default, list):  # click keeps a list option's default as given
                 default = list(default or [])
-            assert default == f.default, \
+            assert default == f.default, (
                 f"{prog} {f.long_flag}: {default!r} != loop {table}.{f.name} {f.default!r}"
+            )
             checked += 1
     assert checked >= 3
 
@@ -95,7 +96,9 @@ def test_flags_the_loop_writes_parse_back_to_the_same_settings(prog):
     for table in STAGE_COMMANDS[prog]:
         obj = _changed(getattr(cfg, table))
         argv += st.to_argv(obj)
-        wanted.update({f.name: st.get(obj, f.path) for f in st.fields_of(type(obj), obj) if f.opt.cli})
+        wanted.update(
+            {f.name: st.get(obj, f.path) for f in st.fields_of(type(obj), obj) if f.opt.cli}
+        )
     ctx = cmd.make_context(prog, list(argv), resilient_parsing=True)
     for name, value in wanted.items():
         got = ctx.params[name]
@@ -105,8 +108,12 @@ def test_flags_the_loop_writes_parse_back_to_the_same_settings(prog):
 def test_to_argv_writes_only_what_differs():
     cfg = LoopConfig()
     assert st.to_argv(cfg.design) == []
-    changed = dataclasses.replace(cfg.design, designs_per_doc=8, no_doc=True,
-                                  sampling=dataclasses.replace(cfg.design.sampling, temperature=0.6))
+    changed = dataclasses.replace(
+        cfg.design,
+        designs_per_doc=8,
+        no_doc=True,
+        sampling=dataclasses.replace(cfg.design.sampling, temperature=0.6),
+    )
     assert st.to_argv(changed) == ["--num-designs", "8", "--temperature", "0.6", "--no-doc"]
     assert st.to_argv(dataclasses.replace(cfg.regret, dedup=False)) == ["--no-dedup"]
 
@@ -114,13 +121,19 @@ def test_to_argv_writes_only_what_differs():
 def test_a_run_config_serves_a_single_stage(tmp_path, tiny_model):
     """`--config` reads the command's tables of a loop config and ignores the loop's own."""
     cfg = tmp_path / "run.toml"
-    cfg.write_text('name = "x"\n[design]\ndesigns_per_doc = 3\nextra_args = ["-v"]\n'
-                   '[model]\nengine = "hf"\n[rollout]\nreplay = 9\nepisodes = 5\n')
+    cfg.write_text(
+        'name = "x"\n[design]\ndesigns_per_doc = 3\nextra_args = ["-v"]\n'
+        '[model]\nengine = "hf"\n[rollout]\nreplay = 9\nepisodes = 5\n'
+    )
     cmd = click_command("spade-design")
     ctx = cmd.make_context("spade-design", ["--config", str(cfg)], resilient_parsing=False)
     assert ctx.params["designs_per_doc"] == 3 and ctx.params["engine"] == "hf"
-    ctx = click_command("spade-rollout").make_context("spade-rollout", ["--config", str(cfg), "-k", "7"])
-    assert ctx.params["episodes"] == 7 and not ctx.params["replay"]  # flags win; replay is the loop's
+    ctx = click_command("spade-rollout").make_context(
+        "spade-rollout", ["--config", str(cfg), "-k", "7"]
+    )
+    assert (
+        ctx.params["episodes"] == 7 and not ctx.params["replay"]
+    )  # flags win; replay is the loop's
     bad = tmp_path / "bad.toml"
     bad.write_text("[design]\nnum_designz = 3\n")
     r = run_cli("design", "--config", bad, input=b"")
@@ -146,5 +159,7 @@ def test_one_declaration_per_flag():
                     continue
                 for flag in f.flags:
                     for part in flag.split("/"):
-                        assert part not in seen, f"{prog}: {part} is {seen[part]} and {table}.{f.name}"
+                        assert part not in seen, (
+                            f"{prog}: {part} is {seen[part]} and {table}.{f.name}"
+                        )
                         seen[part] = f"{table}.{f.name}"

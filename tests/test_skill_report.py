@@ -9,8 +9,12 @@ from spade_cli.loop.report import _write_metrics, plot_run, score_metrics
 
 
 def cand(skill, valid, wins=(), regret=None):
-    c = {"id": f"c-{skill}-{valid}-{len(wins)}", "origin": "design", "skill": skill,
-         "validation": {"valid": valid, "reason": "ok" if valid else "no_class"}}
+    c = {
+        "id": f"c-{skill}-{valid}-{len(wins)}",
+        "origin": "design",
+        "skill": skill,
+        "validation": {"valid": valid, "reason": "ok" if valid else "no_class"},
+    }
     if valid:
         c["rollouts"] = {"nohint": [{"success": w, "return": float(w)} for w in wins], "hint": []}
         c["score"] = {"regret": regret, "reward": regret}
@@ -18,12 +22,31 @@ def cand(skill, valid, wins=(), regret=None):
 
 
 def test_per_skill_valid_rate_win_rate_and_regret(tmp_path):
-    scored = [cand("Optimization", True, (1, 0, 0, 0), 0.5), cand("Optimization", False),
-              cand("Optimization", True, (1, 1), 0.1), cand("Causal Inference", True, (0, 0), -0.2),
-              {"id": "r", "origin": "replay", "skill": "Optimization", "rollouts": {"nohint": [{"success": 1}]}}]
+    scored = [
+        cand("Optimization", True, (1, 0, 0, 0), 0.5),
+        cand("Optimization", False),
+        cand("Optimization", True, (1, 1), 0.1),
+        cand("Causal Inference", True, (0, 0), -0.2),
+        {
+            "id": "r",
+            "origin": "replay",
+            "skill": "Optimization",
+            "rollouts": {"nohint": [{"success": 1}]},
+        },
+    ]
     m = score_metrics(scored)["skills"]
-    assert m["Optimization"] == {"designs": 3, "valid_rate": 0.6667, "win_rate": 0.5, "regret_mean": 0.3}
-    assert m["Causal Inference"] == {"designs": 1, "valid_rate": 1.0, "win_rate": 0.0, "regret_mean": -0.2}
+    assert m["Optimization"] == {
+        "designs": 3,
+        "valid_rate": 0.6667,
+        "win_rate": 0.5,
+        "regret_mean": 0.3,
+    }
+    assert m["Causal Inference"] == {
+        "designs": 1,
+        "valid_rate": 1.0,
+        "win_rate": 0.0,
+        "regret_mean": -0.2,
+    }
     cfg = load_config(None, {"runs_dir": str(tmp_path)})
     cfg.run_dir.mkdir(parents=True)
     for r in (1, 2):

@@ -59,8 +59,11 @@ def cluster(tmp_path_factory):
     shim = bin_dir / "spade-loop"
     shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m spade_cli loop "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
-    env.update(SLURM_CONF=str(d / "slurm.conf"), PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
-               SPADE_WAIT_POLL="0.5")
+    env.update(
+        SLURM_CONF=str(d / "slurm.conf"),
+        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+        SPADE_WAIT_POLL="0.5",
+    )
     env.pop("VIRTUAL_ENV", None)
     env.pop("SPADE_VENV", None)
     yield env
@@ -84,12 +87,12 @@ def write_config(shared: dict, name: str, model: str | None = None, rounds: int 
 name = "{name}"
 rounds = {rounds}
 seed = 0
-runs_dir = "{shared['runs']}"
+runs_dir = "{shared["runs"]}"
 [model]
-path = "{model or shared['model']}"
+path = "{model or shared["model"]}"
 engine = "hf"
 [corpus]
-paths = ["{shared['corpus']}"]
+paths = ["{shared["corpus"]}"]
 docs_per_round = 2
 [design]
 designs_per_doc = 2
@@ -120,15 +123,20 @@ def reference(shared):
     return round_dir(shared, "loop")
 
 
-def submit(cluster: dict, *args, wait: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+def submit(
+    cluster: dict, *args, wait: bool = True, timeout: float = 900
+) -> subprocess.CompletedProcess:
     cmd = [str(SUBMIT), *(["--wait"] if wait else []), *map(str, args)]
     return subprocess.run(cmd, env=cluster, capture_output=True, text=True, timeout=timeout)
 
 
 def _untimed(x):
     if isinstance(x, dict):
-        return {k: _untimed(v) for k, v in x.items()
-                if not any(t in k for t in ("seconds", "elapsed", "duration", "time"))}
+        return {
+            k: _untimed(v)
+            for k, v in x.items()
+            if not any(t in k for t in ("seconds", "elapsed", "duration", "time"))
+        }
     if isinstance(x, list):
         return [_untimed(v) for v in x]
     return x
@@ -136,7 +144,9 @@ def _untimed(x):
 
 def records(rdir: Path, name: str) -> list[dict]:
     if name == "checkpoint":
-        return [orjson.loads(line) for line in (rdir / "checkpoint.jsonl").read_bytes().splitlines()]
+        return [
+            orjson.loads(line) for line in (rdir / "checkpoint.jsonl").read_bytes().splitlines()
+        ]
     return [_untimed(r) for r in read_records([str(rdir / f"{name}.jsonl.zst")])]
 
 
@@ -147,8 +157,12 @@ def job_ids(stdout: str, r: int = 1) -> dict[str, str]:
 
 
 def squeue(cluster: dict, ids) -> list[str]:
-    r = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T"], env=cluster,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T"],
+        env=cluster,
+        capture_output=True,
+        text=True,
+    )
     return r.stdout.splitlines()
 
 
@@ -171,8 +185,9 @@ def test_one_shard_gives_the_loops_records(cluster, shared, reference):
     first, second = (job_ids(r.stdout, rnd) for rnd in (1, 2))
 
     def when(job: str, field: str) -> str:  # ISO times compare as strings
-        out = subprocess.run(["scontrol", "show", "job", "-o", job], env=cluster,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["scontrol", "show", "job", "-o", job], env=cluster, capture_output=True, text=True
+        ).stdout
         return out.split(f" {field}=")[1].split()[0]
 
     assert list(first)[-1] == "train"
@@ -205,7 +220,11 @@ def test_a_failing_stage_stops_the_chain(cluster, shared, tmp_path):
     code = r.stderr.split("stage design ended FAILED (exit ")[1].split(")")[0]
     assert r.returncode == int(code)
     not_run = r.stderr.split("not run: ")[1].split("\n")[0].split()
-    assert not_run[0] == "validate" and not_run[-1] == "train" and {"rollout", "regret"} <= set(not_run)
+    assert (
+        not_run[0] == "validate"
+        and not_run[-1] == "train"
+        and {"rollout", "regret"} <= set(not_run)
+    )
     assert "--from design" in r.stderr
     assert squeue(cluster, ids.values()) == []  # nothing left pending
     assert not (round_dir(shared, "broken") / "candidates.jsonl.zst").exists()
@@ -223,7 +242,11 @@ def test_cancelled_rollout_resumes_from_rollout(cluster, shared, reference):
     deadline = time.monotonic() + 600
 
     def running() -> set[str]:
-        return {line.split()[0] for line in squeue(cluster, [ids["rollout"]]) if line.endswith(" RUNNING")}
+        return {
+            line.split()[0]
+            for line in squeue(cluster, [ids["rollout"]])
+            if line.endswith(" RUNNING")
+        }
 
     # A task still running 2 s after it started: one with environments to play.
     while not (busy := running()):
@@ -240,17 +263,23 @@ def test_cancelled_rollout_resumes_from_rollout(cluster, shared, reference):
     rdir = round_dir(shared, "cancel")
     assert (rdir / "validated.jsonl.zst").exists()
     shard = task.split("_")[1]
-    state = subprocess.run(["scontrol", "show", "job", "-o", task], env=cluster,
-                           capture_output=True, text=True).stdout
+    state = subprocess.run(
+        ["scontrol", "show", "job", "-o", task], env=cluster, capture_output=True, text=True
+    ).stdout
     assert "JobState=CANCELLED" in state, state
-    for name in (f"rollouts.shard-{shard}-of-2.jsonl.zst", "rollouts.jsonl.zst", "scored.jsonl.zst"):
+    for name in (
+        f"rollouts.shard-{shard}-of-2.jsonl.zst",
+        "rollouts.jsonl.zst",
+        "scored.jsonl.zst",
+    ):
         assert not (rdir / name).exists(), name
 
     r = submit(cluster, "--from", "rollout", config, 1, 2)
     assert r.returncode == 0, r.stderr
     assert list(job_ids(r.stdout)) == ["rollout", "rollout-merge", "regret", "train"]
-    assert [(x["id"], x["score"]) for x in records(rdir, "scored")] == \
-        [(x["id"], x["score"]) for x in records(reference, "scored")]
+    assert [(x["id"], x["score"]) for x in records(rdir, "scored")] == [
+        (x["id"], x["score"]) for x in records(reference, "scored")
+    ]
     assert records(rdir, "memory") == records(reference, "memory")
 
 
@@ -270,8 +299,13 @@ def test_driver_rejects_bad_arguments(cluster, shared):
 @pytest.mark.slow
 def test_a_rejected_submission_cancels_what_was_submitted(cluster, shared):
     env = {**cluster, "SPADE_SBATCH_ROLLOUT": "--partition=nonesuch"}
-    r = subprocess.run([str(SUBMIT), str(write_config(shared, "rejected")), "1"], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(SUBMIT), str(write_config(shared, "rejected")), "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode != 0
     assert "sbatch rejected stage rollout" in r.stderr
     assert "submitted before it: memory-init=" in r.stderr and "validate=" in r.stderr

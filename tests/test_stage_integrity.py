@@ -28,42 +28,57 @@ GOOD = textwrap.dedent('''
 ''')
 
 
-def env(name: str, *, reset: str | None = None, step: str | None = None, head: str = "",
-        tools: str = "") -> str:
+def env(
+    name: str, *, reset: str | None = None, step: str | None = None, head: str = "", tools: str = ""
+) -> str:
     """GOOD with its reset or step body replaced (the body sees self, seed, action)."""
     code = GOOD.replace("NAME", name)
     if tools:
-        code = code.replace('"max_turns": 2}', '"max_turns": 2, "tools": ' + tools + '}')
+        code = code.replace('"max_turns": 2}', '"max_turns": 2, "tools": ' + tools + "}")
     if reset is not None:
-        old = ('        self.word = "w%d" % (seed % 97)\n'
-               '        return "say the word", {"hint": "it starts with w", "solution": [self.word]}')
+        old = (
+            '        self.word = "w%d" % (seed % 97)\n'
+            '        return "say the word", {"hint": "it starts with w", "solution": [self.word]}'
+        )
         assert old in code
         code = code.replace(old, textwrap.indent(textwrap.dedent(reset), " " * 8).rstrip())
     if step is not None:
-        old = ('        ok = action == self.word\n'
-               '        return ("yes" if ok else "no"), float(ok), True, False, {}')
+        old = (
+            "        ok = action == self.word\n"
+            '        return ("yes" if ok else "no"), float(ok), True, False, {}'
+        )
         assert old in code
         code = code.replace(old, textwrap.indent(textwrap.dedent(step), " " * 8).rstrip())
     return head + code
 
 
 DEEP = "def deep(n):\n    x = []\n    for _ in range(n):\n        x = [x]\n    return x\n"
-RAW_DEEP = ('import os, sys\n'
-            'def raw():\n'
-            '    os.write(sys.modules["__main__"].PROTO, b\'{"id": 1, "ok": true, "result": \''
-            ' + b"[" * 200000 + b"]" * 200000 + b"}\\n")\n')
-TOOL = '[{"name": "say", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}]'
+RAW_DEEP = (
+    "import os, sys\n"
+    "def raw():\n"
+    '    os.write(sys.modules["__main__"].PROTO, b\'{"id": 1, "ok": true, "result": \''
+    ' + b"[" * 200000 + b"]" * 200000 + b"}\\n")\n'
+)
+TOOL = (
+    '[{"name": "say", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}]'
+)
 
 # Each of these once failed the whole validation stage.
 BAD_DESIGNS = {
     "deep-protocol": env("deep-protocol", head=RAW_DEEP, reset="raw()\nreturn 'x', {}"),
     "huge-reward": env("huge-reward", step="return 'x', 10 ** 4000, True, False, {}"),
     "surrogate-error": env("surrogate-error", step="raise ValueError('bad \\ud800 char')"),
-    "huge-int-tools": env("huge-int-tools", tools='[{"name": "say", "parameters": {"maximum": '
-                          + "9" * 400 + '}}]'),
-    "superscript-obs": env("superscript-obs", tools=TOOL,
-                           reset='self.word = "w"\nreturn "x² and 3", {"hint": "h", "solution": ["w"]}'),
-    "deep-info": env("deep-info", head=DEEP, step="return 'x', 0.0, True, False, {'a': deep(1000)}"),
+    "huge-int-tools": env(
+        "huge-int-tools", tools='[{"name": "say", "parameters": {"maximum": ' + "9" * 400 + "}}]"
+    ),
+    "superscript-obs": env(
+        "superscript-obs",
+        tools=TOOL,
+        reset='self.word = "w"\nreturn "x² and 3", {"hint": "h", "solution": ["w"]}',
+    ),
+    "deep-info": env(
+        "deep-info", head=DEEP, step="return 'x', 0.0, True, False, {'a': deep(1000)}"
+    ),
     "surrogate-obs": env("surrogate-obs", step="return '\\udcff', 0.0, True, False, {}"),
 }
 # A lone surrogate in the docstring: valid, and its record must still be writable.
@@ -75,20 +90,34 @@ BAD_ROLLOUTS = {
     "surrogate-obs": env("surrogate-obs", step="return 'ok \\ud800', 1.0, True, False, {}"),
     "int-solution": env("int-solution", reset="return 'x', {'hint': 'h', 'solution': 12345}"),
     "big-return": env("big-return", step="return 'x', 7.5, True, False, {}"),
-    "deep-reset": env("deep-reset", head=DEEP, reset="return 'x', {'hint': deep(100000), 'solution': ['a']}"),
+    "deep-reset": env(
+        "deep-reset", head=DEEP, reset="return 'x', {'hint': deep(100000), 'solution': ['a']}"
+    ),
 }
 
 
 def design(rid: str, code: str) -> dict:
-    return {"kind": "candidate", "v": 1, "id": rid, "parents": [], "origin": "design",
-            "design": {"text": f"```python\n{code}```\n"}}
+    return {
+        "kind": "candidate",
+        "v": 1,
+        "id": rid,
+        "parents": [],
+        "origin": "design",
+        "design": {"text": f"```python\n{code}```\n"},
+    }
 
 
 def validated(rid: str, code: str) -> dict:
     name = rid
-    return {"kind": "candidate", "v": 1, "id": rid, "parents": [], "origin": "design",
-            "validation": {"valid": True, "reason": "ok", "detail": "", "seconds": 0.0, "seeds": [1]},
-            "env": {"code": code, "name": name, "summary": name, "max_turns": 2}}
+    return {
+        "kind": "candidate",
+        "v": 1,
+        "id": rid,
+        "parents": [],
+        "origin": "design",
+        "validation": {"valid": True, "reason": "ok", "detail": "", "seconds": 0.0, "seeds": [1]},
+        "env": {"code": code, "name": name, "summary": name, "max_turns": 2},
+    }
 
 
 def jsonl(records: list[dict]) -> bytes:
@@ -112,7 +141,7 @@ def timeless(lines: bytes) -> dict[str, bytes]:
 def interleave(good: list[dict], bad: list[dict]) -> list[dict]:
     mixed = []
     for i in range(max(len(good), len(bad))):
-        mixed += good[i:i + 1] + bad[i:i + 1]
+        mixed += good[i : i + 1] + bad[i : i + 1]
     return mixed
 
 
@@ -134,7 +163,9 @@ def test_spade_validate_survives_every_hostile_candidate(tmp_path):
     good = [design(f"good-{i}", env(f"good-{i}")) for i in range(3)]
     good.append(design("surrogate-doc", SURROGATE_DOC))
     bad = [design(name, code) for name, code in BAD_DESIGNS.items()]
-    mixed = survives(("validate", "-", "--seeds", "2", "--call-timeout", "10", "-j", "2"), good, bad)
+    mixed = survives(
+        ("validate", "-", "--seeds", "2", "--call-timeout", "10", "-j", "2"), good, bad
+    )
     verdicts = {r["id"]: r["validation"] for r in records(mixed)}
     assert verdicts["surrogate-doc"]["valid"], verdicts["surrogate-doc"]
     # The validator's random tool policy once called int("²") on this one; it is fine.
@@ -152,7 +183,9 @@ def test_spade_validate_survives_every_hostile_candidate(tmp_path):
 def test_spade_rollout_survives_every_hostile_environment(tmp_path):
     good = [validated(f"good-{i}", env(f"good-{i}")) for i in range(3)]
     bad = [validated(name, code) for name, code in BAD_ROLLOUTS.items()]
-    mixed = survives(("rollout", "-", "--agent", "replay", "-k", "2", "--call-timeout", "10"), good, bad)
+    mixed = survives(
+        ("rollout", "-", "--agent", "replay", "-k", "2", "--call-timeout", "10"), good, bad
+    )
     played = {r["id"]: r["rollouts"] for r in records(mixed)}
     for name in BAD_ROLLOUTS:
         ro = played[name]
@@ -164,17 +197,25 @@ def test_spade_rollout_survives_every_hostile_environment(tmp_path):
     assert scored.returncode == 0, scored.stderr.decode()[-2000:]
     scores = {r["id"]: r["score"] for r in records(scored.stdout)}
     for name in BAD_ROLLOUTS:
-        assert not scores[name]["valid"] and scores[name]["reason"] == "contract_broken", scores[name]
+        assert not scores[name]["valid"] and scores[name]["reason"] == "contract_broken", scores[
+            name
+        ]
     for rec in good:
         assert scores[rec["id"]]["valid"], scores[rec["id"]]
 
 
 # Behave alone, not later: an episode that depends on more than its seed and the actions.
 DRIFTING = {
-    "clock": env("clock", head="import time\n",
-                 step="return 'at %d' % time.time_ns(), float(action == self.word), True, False, {}"),
-    "urandom": env("urandom", head="import os\n",
-                   step="return os.urandom(8).hex(), float(action == self.word), True, False, {}"),
+    "clock": env(
+        "clock",
+        head="import time\n",
+        step="return 'at %d' % time.time_ns(), float(action == self.word), True, False, {}",
+    ),
+    "urandom": env(
+        "urandom",
+        head="import os\n",
+        step="return os.urandom(8).hex(), float(action == self.word), True, False, {}",
+    ),
 }
 
 
@@ -210,8 +251,12 @@ def test_rollout_probes_catch_environments_that_changed_since_validation():
     from spade_cli.sandbox import SandboxConfig
 
     cands = [validated("good-0", env("good-0"))] + [validated(n, c) for n, c in TURNED.items()]
-    out = {r["id"]: r["rollouts"] for r in run_rollouts(cands, ReplayAgent(), k=1,
-                                                        sandbox_cfg=SandboxConfig(call_timeout=10.0))}
+    out = {
+        r["id"]: r["rollouts"]
+        for r in run_rollouts(
+            cands, ReplayAgent(), k=1, sandbox_cfg=SandboxConfig(call_timeout=10.0)
+        )
+    }
     assert "contract_broken" not in out["good-0"], out["good-0"]
     assert "nonsense policy solves" in out["any-answer"]["contract_broken"]
     assert "info['solution'] returns 0" in out["defused"]["contract_broken"]
@@ -221,11 +266,16 @@ def test_a_slow_candidate_runs_out_of_its_time_budget():
     from spade_cli.envs.validation import validate_records
     from spade_cli.sandbox import EnvSession, SandboxConfig
 
-    slow = env("slow", head="import time\n", step="time.sleep(0.2)\nok = action == self.word\n"
-               "return ('yes' if ok else 'no'), float(ok), True, False, {}")
+    slow = env(
+        "slow",
+        head="import time\n",
+        step="time.sleep(0.2)\nok = action == self.word\n"
+        "return ('yes' if ok else 'no'), float(ok), True, False, {}",
+    )
     cfg = SandboxConfig(call_timeout=10.0)
-    (out,) = validate_records([design("slow", slow)], lambda code: EnvSession(code, cfg), seeds=3,
-                              candidate_timeout=1.0)
+    (out,) = validate_records(
+        [design("slow", slow)], lambda code: EnvSession(code, cfg), seeds=3, candidate_timeout=1.0
+    )
     assert out["validation"]["reason"] == "timeout", out["validation"]
     assert "budget of 1s" in out["validation"]["detail"]
     assert 1.0 <= out["validation"]["seconds"] < 11.0  # the budget, and at most one call more

@@ -16,9 +16,17 @@ from spade_cli.commands import COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "numpy", "gymnasium", "transformers", "pyarrow", "matplotlib")
-SHARED = ["spade_cli.cli", "spade_cli.declare", "spade_cli.stage_settings", "spade_cli.engines.base",
-          "spade_cli.engines.settings", "spade_cli.sandbox.settings", "spade_cli.logs",
-          "spade_cli.recordio", "spade_cli.records"]
+SHARED = [
+    "spade_cli.cli",
+    "spade_cli.declare",
+    "spade_cli.stage_settings",
+    "spade_cli.engines.base",
+    "spade_cli.engines.settings",
+    "spade_cli.sandbox.settings",
+    "spade_cli.logs",
+    "spade_cli.recordio",
+    "spade_cli.records",
+]
 
 # Imports the modules one after another and reports, for each, the heavy modules that
 # appeared with it: the first module named is the one that pulled them in.
@@ -44,12 +52,21 @@ print(json.dumps(found))
 """
 
 
-def _probe(modules: list[str], commands: list[str],
-           runs: list[tuple[str, list[str]]] = ()) -> dict[str, list[str]]:
+def _probe(
+    modules: list[str], commands: list[str], runs: list[tuple[str, list[str]]] = ()
+) -> dict[str, list[str]]:
     code = PROBE.format(heavy=HEAVY, modules=modules, commands=commands, runs=list(runs))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
-                         cwd=ROOT, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -59,8 +76,11 @@ def test_command_modules_and_help_import_no_heavy_library():
 
 
 def test_record_commands_on_empty_input_import_no_heavy_library():
-    runs = [("spade_cli.commands.cat", []), ("spade_cli.commands.sample_docs", ["-n", "3"]),
-            ("spade_cli.commands.regret", [])]
+    runs = [
+        ("spade_cli.commands.cat", []),
+        ("spade_cli.commands.sample_docs", ["-n", "3"]),
+        ("spade_cli.commands.regret", []),
+    ]
     assert _probe([], [], runs) == {}
 
 

@@ -15,7 +15,7 @@ TEXTS = [
     "def f(x):\n\treturn x ** 2  # square\n",
     "héllo wörld, naïve café — 日本語のテキスト 🙂🚀 e\u0301 Å vs Å",
     "  leading spaces\r\n\r\n\ttabs\u00a0nbsp and trailing   ",
-    "<|im_start|>user\nhi<|im_end|>\n<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+    '<|im_start|>user\nhi<|im_end|>\n<tool_call>\n{"name": "f"}\n</tool_call>',
     "ALL CAPS I'M YOU'LL they'd 12345 3.14159 0xFF",
     "Ελληνικά, русский, العربية, עברית, हिन्दी",
 ]
@@ -81,8 +81,13 @@ def test_chat_template_roles_and_tool_calls(tok):
     msgs = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": "",
-         "tool_calls": [{"type": "function", "function": {"name": "move", "arguments": {"dir": "north"}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "move", "arguments": {"dir": "north"}}}
+            ],
+        },
         {"role": "tool", "content": "ok 1"},
         {"role": "tool", "content": "ok 2"},
         {"role": "assistant", "content": "done"},
@@ -99,11 +104,15 @@ def test_chat_template_roles_and_tool_calls(tok):
 
 
 def test_parse_tool_calls_variants():
-    text = ('a <tool_call>\n{"name": "f", "arguments": "{\\"x\\": 1}"}\n</tool_call> b '
-            '<tool_call>{"name": "g", "arguments": {"y": [1, 2]}}</tool_call>'
-            '<tool_call>{not json}</tool_call><tool_call>{"arguments": {}}</tool_call>')
-    assert parse_tool_calls(text) == [{"name": "f", "arguments": {"x": 1}},
-                                      {"name": "g", "arguments": {"y": [1, 2]}}]
+    text = (
+        'a <tool_call>\n{"name": "f", "arguments": "{\\"x\\": 1}"}\n</tool_call> b '
+        '<tool_call>{"name": "g", "arguments": {"y": [1, 2]}}</tool_call>'
+        '<tool_call>{not json}</tool_call><tool_call>{"arguments": {}}</tool_call>'
+    )
+    assert parse_tool_calls(text) == [
+        {"name": "f", "arguments": {"x": 1}},
+        {"name": "g", "arguments": {"y": [1, 2]}},
+    ]
     assert parse_tool_calls("no calls here") == []
 
 
@@ -130,4 +139,7 @@ def test_build_is_reproducible(tmp_path):
     b = files(build_tiny_model(tmp_path / "b", seed=0, **small))
     c = files(build_tiny_model(tmp_path / "c", seed=1, **small))
     assert a == b
-    assert a["tokenizer.json"] == c["tokenizer.json"] and a["model.safetensors"] != c["model.safetensors"]
+    assert (
+        a["tokenizer.json"] == c["tokenizer.json"]
+        and a["model.safetensors"] != c["model.safetensors"]
+    )

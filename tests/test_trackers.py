@@ -15,9 +15,19 @@ from spade_cli.loop.trackers import flat_metrics, report_round
 
 pytestmark = pytest.mark.requires_module("tensorboard", "trackio")
 
-SUMMARY = {"kind": "round", "v": 1, "id": "round-x", "run": "r", "round": 1, "valid_rate": 0.5,
-           "regret_mean": 0.25, "reasons": {"ok": 1, "trivial": 1}, "model": "m",
-           "stage_seconds": {"design": 2.0}, "skills": {"games": {"valid_rate": 1.0}}}
+SUMMARY = {
+    "kind": "round",
+    "v": 1,
+    "id": "round-x",
+    "run": "r",
+    "round": 1,
+    "valid_rate": 0.5,
+    "regret_mean": 0.25,
+    "reasons": {"ok": 1, "trivial": 1},
+    "model": "m",
+    "stage_seconds": {"design": 2.0},
+    "skills": {"games": {"valid_rate": 1.0}},
+}
 
 
 def tensorboard_scalars(logdir: Path) -> dict[str, dict[int, float]]:
@@ -31,10 +41,16 @@ def tensorboard_scalars(logdir: Path) -> dict[str, dict[int, float]]:
 
 
 def trackio_logs(trackio_dir: Path, run: str) -> list[dict]:
-    code = ("import json, sys; from trackio.sqlite_storage import SQLiteStorage; "
-            f"print(json.dumps(SQLiteStorage.get_logs('spade', {run!r}), default=str))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120,
-                       env={**os.environ, "TRACKIO_DIR": str(trackio_dir)})
+    code = (
+        "import json, sys; from trackio.sqlite_storage import SQLiteStorage; "
+        f"print(json.dumps(SQLiteStorage.get_logs('spade', {run!r}), default=str))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "TRACKIO_DIR": str(trackio_dir)},
+    )
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     return orjson.loads(r.stdout.splitlines()[-1])
 
@@ -52,8 +68,8 @@ def wandb_records(path: Path) -> list[dict]:
         if left < 7:
             pos += left
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        buf, pos = buf + data[pos + 7:pos + 7 + length], pos + 7 + length
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        buf, pos = buf + data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind in (1, 4):  # a full record, or the last piece of one
             chunks.append(buf)
             buf = b""
@@ -62,7 +78,12 @@ def wandb_records(path: Path) -> list[dict]:
         rec = wandb_internal_pb2.Record()
         rec.ParseFromString(chunk)
         if rec.WhichOneof("record_type") == "history":
-            rows.append({i.key or "/".join(i.nested_key): orjson.loads(i.value_json) for i in rec.history.item})
+            rows.append(
+                {
+                    i.key or "/".join(i.nested_key): orjson.loads(i.value_json)
+                    for i in rec.history.item
+                }
+            )
     return rows
 
 
@@ -81,8 +102,15 @@ def plot(path: Path) -> Path:
 
 def test_flat_metrics_keeps_numbers_under_their_paths():
     m = flat_metrics(SUMMARY)
-    assert m == {"round": 1.0, "valid_rate": 0.5, "regret_mean": 0.25, "reasons/ok": 1.0,
-                 "reasons/trivial": 1.0, "stage_seconds/design": 2.0, "skills/games/valid_rate": 1.0}
+    assert m == {
+        "round": 1.0,
+        "valid_rate": 0.5,
+        "regret_mean": 0.25,
+        "reasons/ok": 1.0,
+        "reasons/trivial": 1.0,
+        "stage_seconds/design": 2.0,
+        "skills/games/valid_rate": 1.0,
+    }
 
 
 def test_a_round_goes_to_tensorboard_once_even_when_reported_again(tmp_path):
@@ -135,9 +163,12 @@ max_tokens = 8
 enabled = false
 """)
     trackio_dir = tmp_path / "trackio"
-    r = subprocess.run([sys.executable, "-m", "spade_cli", "loop", str(cfg), "--runs-dir",
-                        str(tmp_path / "runs")], capture_output=True, timeout=1200,
-                       env={**os.environ, "TRACKIO_DIR": str(trackio_dir)})
+    r = subprocess.run(
+        [sys.executable, "-m", "spade_cli", "loop", str(cfg), "--runs-dir", str(tmp_path / "runs")],
+        capture_output=True,
+        timeout=1200,
+        env={**os.environ, "TRACKIO_DIR": str(trackio_dir)},
+    )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     run = tmp_path / "runs" / "trk"
     rows = [orjson.loads(x) for x in (run / "metrics.jsonl").read_bytes().splitlines()]
@@ -156,4 +187,7 @@ enabled = false
             assert log[key] == pytest.approx(value), key
         assert any(k.startswith("plots/") for k in log)
     assert set(scalars["__images__"]) >= {"plots/validity", "plots/regret", "plots/success"}
-    assert orjson.loads((run / "trackers.json").read_bytes()) == {"tensorboard": [1, 2], "trackio": [1, 2]}
+    assert orjson.loads((run / "trackers.json").read_bytes()) == {
+        "tensorboard": [1, 2],
+        "trackio": [1, 2],
+    }

@@ -24,15 +24,28 @@ from .helpers import run_cli
 
 
 def _cand(cid: str, group: str, **fields) -> dict:
-    return {"kind": "candidate", "v": 1, "id": cid, "parents": [], "round": 0, "group": group, **fields}
+    return {
+        "kind": "candidate",
+        "v": 1,
+        "id": cid,
+        "parents": [],
+        "round": 0,
+        "group": group,
+        **fields,
+    }
 
 
 def designer(cid, group, prompt, completion, reward, logprobs=None):
     design = {"prompt_ids": prompt, "completion_ids": completion}
     if logprobs is not None:
         design["logprobs"] = logprobs
-    return _cand(cid, group, origin="design", design=design,
-                 score={"valid": True, "reward": reward, "regret": reward})
+    return _cand(
+        cid,
+        group,
+        origin="design",
+        design=design,
+        score={"valid": True, "reward": reward, "regret": reward},
+    )
 
 
 def episode(prompt, segments, ret, stop="terminated"):
@@ -41,13 +54,25 @@ def episode(prompt, segments, ret, stop="terminated"):
     for ids, is_model in segments:
         comp += ids
         mask += [int(is_model)] * len(ids)
-    return {"seed": 0, "prompt_ids": prompt, "completion_ids": comp, "env_mask": mask,
-            "return": ret, "stop": stop, "turns": []}
+    return {
+        "seed": 0,
+        "prompt_ids": prompt,
+        "completion_ids": comp,
+        "env_mask": mask,
+        "return": ret,
+        "stop": stop,
+        "turns": [],
+    }
 
 
 def agent(cid, nohint, hint=()):
-    return _cand(cid, "g-" + cid, origin="replay", design=None,
-                 rollouts={"k": len(nohint), "nohint": list(nohint), "hint": list(hint)})
+    return _cand(
+        cid,
+        "g-" + cid,
+        origin="replay",
+        design=None,
+        rollouts={"k": len(nohint), "nohint": list(nohint), "hint": list(hint)},
+    )
 
 
 def write(path: Path, records) -> Path:
@@ -60,21 +85,35 @@ def write(path: Path, records) -> Path:
 
 def test_groups_by_role_and_hint_flag(tmp_path):
     recs = [designer(f"d{i}", "g1", [1, 2], [3, 4 + i], float(i)) for i in range(3)]
-    recs.append(agent("e1", [episode([5], [([6], 1), ([7, 8], 0), ([9], 1)], r) for r in (0.0, 1.0)],
-                      hint=[episode([5, 50], [([6], 1)], r) for r in (1.0, 0.0)]))
+    recs.append(
+        agent(
+            "e1",
+            [episode([5], [([6], 1), ([7, 8], 0), ([9], 1)], r) for r in (0.0, 1.0)],
+            hint=[episode([5, 50], [([6], 1)], r) for r in (1.0, 0.0)],
+        )
+    )
     f = write(tmp_path / "c.jsonl", recs)
     groups, stats = read_groups([str(f)], role="both")
     assert [(g[0].role, len(g)) for g in groups] == [("designer", 3), ("agent", 2)]
     assert groups[1][0].env_mask == [1, 0, 0, 1] and groups[1][1].reward == 1.0
     assert stats.skipped["no_rollouts"] == 3 and stats.skipped["no_design"] == 1
     assert [g[0].role for g in read_groups([str(f)], role="designer")[0]] == ["designer"]
-    empty = {**episode([5], [([6], 1)], 0.5), "prompt_ids": [], "completion_ids": [], "env_mask": [],
-             "logprobs": None, "stop": "context"}
+    empty = {
+        **episode([5], [([6], 1)], 0.5),
+        "prompt_ids": [],
+        "completion_ids": [],
+        "env_mask": [],
+        "logprobs": None,
+        "stop": "context",
+    }
     broken = {**episode([5], [([6], 1)], 0.0), "stop": "env_error"}
     recs[-1]["rollouts"]["nohint"] += [empty, broken]
     f = write(tmp_path / "c.jsonl", recs)
-    assert read_groups([str(f)], role="agent")[1].skipped == {"empty_episode": 1, "env_error_episode": 1,
-                                                               "no_rollouts": 3}
+    assert read_groups([str(f)], role="agent")[1].skipped == {
+        "empty_episode": 1,
+        "env_error_episode": 1,
+        "no_rollouts": 3,
+    }
     hinted, _ = read_groups([str(f)], role="agent", include_hinted=True)
     assert [g[0].group for g in hinted] == ["agent:e1:nohint", "agent:e1:hint"]
 
@@ -95,7 +134,10 @@ def test_skips_are_counted_and_all_skipped_is_an_error(tmp_path):
     "broken, message",
     [
         (lambda r: r["design"].pop("completion_ids"), "design.completion_ids is missing"),
-        (lambda r: r["design"].update(prompt_ids=["a"]), "prompt_ids must be a list of non-negative"),
+        (
+            lambda r: r["design"].update(prompt_ids=["a"]),
+            "prompt_ids must be a list of non-negative",
+        ),
         (lambda r: r.pop("score"), "no score.reward"),
         (lambda r: r["design"].update(logprobs=[0.1]), "logprobs has 1 entries"),
     ],
@@ -146,13 +188,20 @@ def test_batch_plan_spans_steps_when_a_step_holds_part_of_a_group(tmp_path):
     assert (p["steps_per_generation"], p["steps"], p["left_out_groups"]) == (2, 10, 0)
     # 6 rows per step: whole groups need 12 rows = 2 steps = 3 groups; 2 groups left out.
     p = plan(per_device_batch_size=6, epochs=2)
-    assert (p["steps_per_generation"], p["groups_per_step"], p["steps"], p["left_out_groups"]) == (2, 3, 4, 2)
+    assert (p["steps_per_generation"], p["groups_per_step"], p["steps"], p["left_out_groups"]) == (
+        2,
+        3,
+        4,
+        2,
+    )
     with pytest.raises(DataError, match="needs 6"):
         plan(per_device_batch_size=24)
 
 
 def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):
-    f = write(tmp_path / "c.jsonl", [designer(f"d{i}", "g", [1], [2, i], float(i)) for i in range(2)])
+    f = write(
+        tmp_path / "c.jsonl", [designer(f"d{i}", "g", [1], [2, i], float(i)) for i in range(2)]
+    )
     (tmp_path / "notamodel").mkdir()
     r = cli("train", f, "--model", tmp_path / "notamodel", "--output-dir", tmp_path / "out")
     assert r.returncode == 4 and b"not a model: no config.json" in r.stderr, r.stderr
@@ -161,23 +210,55 @@ def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):
     (tmp_path / "m" / "config.json").write_text("{}")
     r = cli("train", f, "--model", tmp_path / "m", "--output-dir", tmp_path / "out")
     assert r.returncode == 4 and b"no weights" in r.stderr
-    r = cli("train", "-", "--model", tmp_path / "m", "--output-dir", tmp_path / "out",
-            input=b'{"kind": "candidate", "id": "c", "design": {"prompt_ids": [1]}, "score": {"reward": 1}, "group": "g"}\n')
-    assert r.returncode == 3 and b"<stdin>:1: design.completion_ids is missing" in r.stderr, r.stderr
-    flat = b"".join(orjson.dumps(designer(f"d{i}", "g", [1], [2, i], 0.0)) + b"\n" for i in range(3))
-    r = cli("train", "--model", tmp_path / "m", "--output-dir", tmp_path / "out", "--if-empty", "fail", input=flat)
-    assert r.returncode == 3 and b"nothing to train on" in r.stderr and b"flat_reward_group" in r.stderr
+    r = cli(
+        "train",
+        "-",
+        "--model",
+        tmp_path / "m",
+        "--output-dir",
+        tmp_path / "out",
+        input=b'{"kind": "candidate", "id": "c", "design": {"prompt_ids": [1]}, "score": {"reward": 1}, "group": "g"}\n',
+    )
+    assert r.returncode == 3 and b"<stdin>:1: design.completion_ids is missing" in r.stderr, (
+        r.stderr
+    )
+    flat = b"".join(
+        orjson.dumps(designer(f"d{i}", "g", [1], [2, i], 0.0)) + b"\n" for i in range(3)
+    )
+    r = cli(
+        "train",
+        "--model",
+        tmp_path / "m",
+        "--output-dir",
+        tmp_path / "out",
+        "--if-empty",
+        "fail",
+        input=flat,
+    )
+    assert (
+        r.returncode == 3
+        and b"nothing to train on" in r.stderr
+        and b"flat_reward_group" in r.stderr
+    )
 
 
 def test_cli_if_empty_keep_passes_the_model_on(cli, tiny_model, tmp_path):
-    flat = write(tmp_path / "flat.jsonl", [designer(f"d{i}", "g", [1], [2, i], -1.0) for i in range(4)])
-    r = cli("train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out", "--if-empty", "fail")
+    flat = write(
+        tmp_path / "flat.jsonl", [designer(f"d{i}", "g", [1], [2, i], -1.0) for i in range(4)]
+    )
+    r = cli(
+        "train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out", "--if-empty", "fail"
+    )
     assert r.returncode == 3 and b"nothing to train on" in r.stderr and r.stdout == b""
-    r = cli("train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out")  # keep: the default
+    r = cli(
+        "train", flat, "--model", tiny_model, "--output-dir", tmp_path / "out"
+    )  # keep: the default
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout)
     assert rec["kind"] == "checkpoint" and rec["format"] == "unchanged" and rec["steps"] == 0
-    assert rec["path"] == str(Path(tiny_model).resolve()) and rec["skipped"]["flat_reward_group"] == 1
+    assert (
+        rec["path"] == str(Path(tiny_model).resolve()) and rec["skipped"]["flat_reward_group"] == 1
+    )
     assert b"no learning signal" in r.stderr and not (tmp_path / "out").exists()
 
 
@@ -188,7 +269,9 @@ def test_cli_corrupt_weights_fail_cleanly(cli, tiny_model, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(tiny_model, bad)
     (bad / "model.safetensors").write_bytes(b"not safetensors at all")
-    f = write(tmp_path / "c.jsonl", [designer(f"d{i}", "g", [1], [2, i], float(i)) for i in range(2)])
+    f = write(
+        tmp_path / "c.jsonl", [designer(f"d{i}", "g", [1], [2, i], float(i)) for i in range(2)]
+    )
     r = cli("train", f, "--model", bad, "--output-dir", tmp_path / "out")
     assert r.returncode == 4 and b"cannot load the model" in r.stderr, r.stderr[-2000:]
     assert r.stdout == b"" and not (tmp_path / "out").exists()
@@ -229,12 +312,17 @@ def round_records(tok) -> list[dict]:
     for g in range(2):
         prompt = _enc(tok, f"Design environment number {g}.")
         texts = [(POS[0], 1.0), (NEG[0], 0.0), (POS[1], 1.0), (NEG[1], 0.0)]
-        recs += [designer(f"d{g}{i}", f"g{g}", prompt, _enc(tok, t) + [eos], r) for i, (t, r) in enumerate(texts)]
+        recs += [
+            designer(f"d{g}{i}", f"g{g}", prompt, _enc(tok, t) + [eos], r)
+            for i, (t, r) in enumerate(texts)
+        ]
     for a in range(2):
         prompt = _enc(tok, f"You stand in room {a}. Find the key.")
         obs = _enc(tok, " You see a table.")
-        eps = [episode(prompt, [(_enc(tok, "look"), 1), (obs, 0), (_enc(tok, x), 1)], r)
-               for x, r in (("take key", 1.0), ("sleep", 0.0), ("take key", 1.0), ("sleep", 0.0))]
+        eps = [
+            episode(prompt, [(_enc(tok, "look"), 1), (obs, 0), (_enc(tok, x), 1)], r)
+            for x, r in (("take key", 1.0), ("sleep", 0.0), ("take key", 1.0), ("sleep", 0.0))
+        ]
         recs.append(agent(f"e{a}", eps))
     return recs
 
@@ -249,7 +337,18 @@ def seq_logprob(model, prompt, completion, mask):
     return float((lp * torch.tensor(mask, dtype=torch.float)).sum())
 
 
-TRAIN_ARGS = ["--role", "both", "--lr", "3e-3", "--epochs", "3", "--seed", "1", "--max-grad-norm", "100"]
+TRAIN_ARGS = [
+    "--role",
+    "both",
+    "--lr",
+    "3e-3",
+    "--epochs",
+    "3",
+    "--seed",
+    "1",
+    "--max-grad-norm",
+    "100",
+]
 
 
 @pytest.fixture(scope="module")
@@ -257,8 +356,18 @@ def trained(tiny_model, tok, tmp_path_factory):
     """One real single-process spade-train run through the CLI."""
     d = tmp_path_factory.mktemp("train")
     data = write(d / "round.jsonl", round_records(tok))
-    r = run_cli("train", data, "--model", tiny_model, "--output-dir", d / "ckpt",
-                "--per-device-batch-size", "8", *TRAIN_ARGS, timeout=600)
+    r = run_cli(
+        "train",
+        data,
+        "--model",
+        tiny_model,
+        "--output-dir",
+        d / "ckpt",
+        "--per-device-batch-size",
+        "8",
+        *TRAIN_ARGS,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     return {"dir": d, "data": data, "proc": r}
 
@@ -269,14 +378,22 @@ def test_cli_writes_checkpoint_record_and_metrics(trained):
     assert len(lines) == 1
     rec = json.loads(lines[0])
     assert rec["kind"] == "checkpoint" and rec["format"] == "full" and rec["processes"] == 1
-    assert rec["steps"] == 6 and rec["samples"] == 16 and rec["groups"] == {"designer": 2, "agent": 2}
+    assert (
+        rec["steps"] == 6 and rec["samples"] == 16 and rec["groups"] == {"designer": 2, "agent": 2}
+    )
     assert Path(rec["path"]) == (trained["dir"] / "ckpt").resolve()
     assert not (trained["dir"] / "ckpt.partial").exists()
     rows = [json.loads(x) for x in Path(rec["metrics_path"]).read_text().splitlines()]
     step_rows = [x for x in rows if "losses/loss" in x]
     assert len(step_rows) == 6
-    for key in ("losses/loss", "optim/grad_norm", "rewards/mean", "advantages/abs_mean",
-                "perf/tokens_per_second", "policy/clip_ratio/region_mean"):
+    for key in (
+        "losses/loss",
+        "optim/grad_norm",
+        "rewards/mean",
+        "advantages/abs_mean",
+        "perf/tokens_per_second",
+        "policy/clip_ratio/region_mean",
+    ):
         assert key in step_rows[0], key
     assert all("/" in k or k == "step" for k in step_rows[0])
     assert step_rows[0]["rewards/mean"] == pytest.approx(0.5)
@@ -294,8 +411,9 @@ def test_learning_is_real(trained, tiny_model, tok):
     moved = {"pos": [], "neg": []}
     for g in groups:
         for s in g:
-            delta = (seq_logprob(after, s.prompt_ids, s.completion_ids, s.env_mask)
-                     - seq_logprob(before, s.prompt_ids, s.completion_ids, s.env_mask))
+            delta = seq_logprob(after, s.prompt_ids, s.completion_ids, s.env_mask) - seq_logprob(
+                before, s.prompt_ids, s.completion_ids, s.env_mask
+            )
             moved["pos" if s.reward > 0.5 else "neg"].append(delta)
     assert all(d > 0 for d in moved["pos"]), moved
     assert all(d < 0 for d in moved["neg"]), moved
@@ -316,8 +434,9 @@ def test_checkpoint_loads_and_generates(trained):
     from spade_cli.engines import Sampling, load_engine
 
     engine = load_engine(str(path), engine="hf")
-    gen = engine.generate([engine.chat_ids([{"role": "user", "content": "hi"}])],
-                          Sampling(max_tokens=5, seed=0))[0]
+    gen = engine.generate(
+        [engine.chat_ids([{"role": "user", "content": "hi"}])], Sampling(max_tokens=5, seed=0)
+    )[0]
     assert 0 < len(gen.completion_ids) <= 5
 
 
@@ -339,12 +458,15 @@ def test_environment_tokens_get_no_gradient(tiny_model, tok, tmp_path):
     def backward(segments_of):
         eps = [episode(prompt, segments_of(k), float(k % 2)) for k in range(2)]
         f = write(tmp_path / "a.jsonl", [agent("e", eps)])
-        cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="agent")
+        cfg = TrainJob(
+            model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="agent"
+        )
         groups, _ = read_groups(cfg.inputs, role="agent")
         trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
         trainer.model.train()
         trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
         seen = []
+
         # TRL scores tokens with a fused lm-head, so watch the final norm's output instead:
         # after it nothing mixes positions, so its gradient at row t is the gradient of the
         # logits that predict token t+1.
@@ -356,7 +478,9 @@ def test_environment_tokens_get_no_gradient(tiny_model, tok, tmp_path):
         inputs = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
         trainer.model.zero_grad()
         trainer.compute_loss(trainer.model, inputs).backward()
-        grad = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+        grad = torch.cat(
+            [p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None]
+        )
         return inputs, seen[-1].grad, grad
 
     # Environment tokens in the middle of the trajectory.
@@ -367,7 +491,9 @@ def test_environment_tokens_get_no_gradient(tiny_model, tok, tmp_path):
     for row, n in enumerate(inputs["completion_mask"].sum(1).tolist()):
         mask[row, :n] = torch.tensor([1] + [0] * len(obs_a) + [1] * (n - 1 - len(obs_a)))
     mask[inputs["completion_mask"] == 0] = -1  # padding: neither
-    per_pos = hidden_grad.abs().sum(-1)[:, p_len - 1 : p_len - 1 + mask.shape[1]]  # row t predicts token t+1
+    per_pos = hidden_grad.abs().sum(-1)[
+        :, p_len - 1 : p_len - 1 + mask.shape[1]
+    ]  # row t predicts token t+1
     assert per_pos[mask == 0].max() == 0
     assert (per_pos[mask == 1] > 0).all()
 
@@ -393,11 +519,21 @@ def test_stored_logprobs_are_checked_against_the_model(tiny_model, tok, tmp_path
     comps = [_enc(tok, t) + [tok.eos_token_id] for t in POS + NEG]
 
     def logp_diff(shift):
-        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2),
-                         [x + shift for x in token_logprobs(model, prompt, c)])
-                for i, c in enumerate(comps)]
+        recs = [
+            designer(
+                f"d{i}",
+                "g",
+                prompt,
+                c,
+                float(i % 2),
+                [x + shift for x in token_logprobs(model, prompt, c)],
+            )
+            for i, c in enumerate(comps)
+        ]
         f = write(tmp_path / f"lp{shift}.jsonl", recs)
-        cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="designer")
+        cfg = TrainJob(
+            model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="designer"
+        )
         groups, _ = read_groups(cfg.inputs, role="designer")
         trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
         trainer.model.train()
@@ -415,8 +551,20 @@ def test_two_processes_match_one(trained, tiny_model):
     from safetensors.torch import load_file
 
     d = trained["dir"]
-    r = run_cli("train", trained["data"], "--model", tiny_model, "--output-dir", d / "ckpt2",
-                "--per-device-batch-size", "4", "--num-processes", "2", *TRAIN_ARGS, timeout=900)
+    r = run_cli(
+        "train",
+        trained["data"],
+        "--model",
+        tiny_model,
+        "--output-dir",
+        d / "ckpt2",
+        "--per-device-batch-size",
+        "4",
+        "--num-processes",
+        "2",
+        *TRAIN_ARGS,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     rec = json.loads(r.stdout)
     assert rec["processes"] == 2
@@ -426,7 +574,10 @@ def test_two_processes_match_one(trained, tiny_model):
         assert a["losses/loss"] == pytest.approx(b["losses/loss"], rel=1e-4, abs=1e-6)
         assert a["optim/grad_norm"] == pytest.approx(b["optim/grad_norm"], rel=1e-4)
     w0 = load_file(Path(tiny_model) / "model.safetensors")
-    w1, w2 = load_file(d / "ckpt" / "model.safetensors"), load_file(d / "ckpt2" / "model.safetensors")
+    w1, w2 = (
+        load_file(d / "ckpt" / "model.safetensors"),
+        load_file(d / "ckpt2" / "model.safetensors"),
+    )
     # Adam divides tiny gradients by tiny second moments, so gloo's different summation
     # order shows up in the weights at the 1e-4 level; the updates themselves are ~1e-2.
     between = max(float((w1[k] - w2[k]).abs().max()) for k in w1)
@@ -445,15 +596,29 @@ def test_lora_adapter_then_next_round(tiny_model, tok, tmp_path):
     from spade_cli.train.grpo import run
 
     data = write(tmp_path / "r.jsonl", round_records(tok))
-    common = dict(inputs=[str(data)], role="designer", learning_rate=1e-2, lora_r=4, per_device_batch_size=8)
-    info1 = run(TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "r1"), lora_save="adapter", **common))
+    common = dict(
+        inputs=[str(data)], role="designer", learning_rate=1e-2, lora_r=4, per_device_batch_size=8
+    )
+    info1 = run(
+        TrainJob(
+            model=str(tiny_model), output_dir=str(tmp_path / "r1"), lora_save="adapter", **common
+        )
+    )
     assert info1["format"] == "adapter"
-    assert (tmp_path / "r1" / "adapter_config.json").exists() and not (tmp_path / "r1" / "config.json").exists()
+    assert (tmp_path / "r1" / "adapter_config.json").exists() and not (
+        tmp_path / "r1" / "config.json"
+    ).exists()
     info2 = run(TrainJob(model=str(tmp_path / "r1"), output_dir=str(tmp_path / "r2"), **common))
-    assert info2["format"] == "merged" and (tmp_path / "r2" / "adapter" / "adapter_config.json").exists()
+    assert (
+        info2["format"] == "merged"
+        and (tmp_path / "r2" / "adapter" / "adapter_config.json").exists()
+    )
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "r2")
     assert not any("lora" in n for n, _ in merged.named_parameters())
-    base, new = load_file(Path(tiny_model) / "model.safetensors"), load_file(tmp_path / "r2" / "model.safetensors")
+    base, new = (
+        load_file(Path(tiny_model) / "model.safetensors"),
+        load_file(tmp_path / "r2" / "model.safetensors"),
+    )
     assert max(float((base[k] - new[k]).abs().max()) for k in base if k in new) > 0
 
 
@@ -467,9 +632,20 @@ def test_kl_against_a_reference_model_and_uneven_groups(tiny_model, tok, tmp_pat
     recs = round_records(tok)
     recs = [r for r in recs if r["id"] != "d13"]  # designer group g1 now has 3 designs
     data = write(tmp_path / "r.jsonl", recs)
-    info = run(TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "k"), inputs=[str(data)],
-                           role="designer", beta=0.1, ref_model=str(tiny_model), learning_rate=1e-2,
-                           epochs=2, per_device_batch_size=8, loss_type="grpo"))
+    info = run(
+        TrainJob(
+            model=str(tiny_model),
+            output_dir=str(tmp_path / "k"),
+            inputs=[str(data)],
+            role="designer",
+            beta=0.1,
+            ref_model=str(tiny_model),
+            learning_rate=1e-2,
+            epochs=2,
+            per_device_batch_size=8,
+            loss_type="grpo",
+        )
+    )
     assert info["group_size"] == 4 and info["padded_rows"] == 1
     rows = [json.loads(x) for x in Path(info["metrics_path"]).read_text().splitlines()]
     kls = [x["losses/kl"] for x in rows if "losses/kl" in x]
@@ -487,9 +663,20 @@ def test_every_loss_type_trains(tiny_model, tok, tmp_path):
 
     data = write(tmp_path / "r.jsonl", round_records(tok)[:8])
     for lt in LOSS_TYPES:
-        info = run(TrainJob(model=str(tiny_model), output_dir=str(tmp_path / lt), inputs=[str(data)],
-                               role="designer", loss_type=lt, learning_rate=1e-3, per_device_batch_size=8,
-                               epochs=2, gradient_checkpointing=lt == "grpo", beta=0.04 if lt == "dapo" else 0.0))
+        info = run(
+            TrainJob(
+                model=str(tiny_model),
+                output_dir=str(tmp_path / lt),
+                inputs=[str(data)],
+                role="designer",
+                loss_type=lt,
+                learning_rate=1e-3,
+                per_device_batch_size=8,
+                epochs=2,
+                gradient_checkpointing=lt == "grpo",
+                beta=0.04 if lt == "dapo" else 0.0,
+            )
+        )
         assert info["steps"] == 2 and math.isfinite(info["train_loss"]), lt
 
 
@@ -497,8 +684,24 @@ def test_every_loss_type_trains(tiny_model, tok, tmp_path):
 def test_benchmark_script_runs(tiny_model):
     """Smoke run of bench/bench_train.py at toy size (not a timing test)."""
     bench = Path(__file__).resolve().parent.parent / "bench" / "bench_train.py"
-    r = subprocess.run([sys.executable, str(bench), "--model", str(tiny_model), "--prompts", "2", "--group", "2",
-                        "--batch", "4", "--completion-length", "4"], capture_output=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(bench),
+            "--model",
+            str(tiny_model),
+            "--prompts",
+            "2",
+            "--group",
+            "2",
+            "--batch",
+            "4",
+            "--completion-length",
+            "4",
+        ],
+        capture_output=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     assert b"ratio spade-stored / trl-generate" in r.stdout
 
@@ -513,14 +716,29 @@ def test_launch_command_uses_gloo_multi_process_not_cpu_flag():
     assert "--multi_gpu" in cmd and "--cpu" not in cmd
     assert cmd[cmd.index("--num_processes") + 1] == "2"
     assert cmd[-3:] == ["spade_cli.train.launch", "s.json", "r.json"]
-    multi = launch_command("s.json", "r.json", 16, accelerate_config="z.yaml", num_machines=2,
-                           machine_rank=1, main_process_ip="node0", main_process_port=29500, gpu=True)
+    multi = launch_command(
+        "s.json",
+        "r.json",
+        16,
+        accelerate_config="z.yaml",
+        num_machines=2,
+        machine_rank=1,
+        main_process_ip="node0",
+        main_process_port=29500,
+        gpu=True,
+    )
     assert "--multi_gpu" not in multi and multi[multi.index("--config_file") + 1] == "z.yaml"
-    for flag, value in (("--machine_rank", "1"), ("--main_process_ip", "node0"), ("--num_machines", "2")):
+    for flag, value in (
+        ("--machine_rank", "1"),
+        ("--main_process_ip", "node0"),
+        ("--num_machines", "2"),
+    ):
         assert multi[multi.index(flag) + 1] == value
 
 
-@pytest.mark.parametrize("name, kind", [("zero2", "DEEPSPEED"), ("zero3", "DEEPSPEED"), ("fsdp", "FSDP")])
+@pytest.mark.parametrize(
+    "name, kind", [("zero2", "DEEPSPEED"), ("zero3", "DEEPSPEED"), ("fsdp", "FSDP")]
+)
 def test_shipped_accelerate_configs_parse(name, kind):
     from accelerate.commands.config.config_args import load_config_from_file
 
@@ -539,8 +757,15 @@ def test_bf16_training_on_gpu(tiny_model, tok, tmp_path):
     from spade_cli.train.grpo import run
 
     data = write(tmp_path / "r.jsonl", round_records(tok))
-    info = run(TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "g"), inputs=[str(data)],
-                           per_device_batch_size=8, learning_rate=1e-3))
+    info = run(
+        TrainJob(
+            model=str(tiny_model),
+            output_dir=str(tmp_path / "g"),
+            inputs=[str(data)],
+            per_device_batch_size=8,
+            learning_rate=1e-3,
+        )
+    )
     assert info["steps"] == 2
     cfg = json.loads((tmp_path / "g" / "spade_train.json").read_text())
     assert cfg["result"]["format"] == "full"
@@ -556,13 +781,19 @@ def _skilled(cid, skill, prompt, completion, reward):
 
 
 def test_designer_advantage_skill_mean_and_group_baselines(tmp_path):
-    recs = [_skilled("a", "Optimization", [1], [2], 0.9), _skilled("b", "Optimization", [1], [3], 0.3),
-            _skilled("c", "Optimization", [1], [4], 0.0), _skilled("d", "Causal Inference", [1], [5], 0.5),
-            _skilled("e", "Causal Inference", [1], [6], 0.5)]  # flat skill: no signal
+    recs = [
+        _skilled("a", "Optimization", [1], [2], 0.9),
+        _skilled("b", "Optimization", [1], [3], 0.3),
+        _skilled("c", "Optimization", [1], [4], 0.0),
+        _skilled("d", "Causal Inference", [1], [5], 0.5),
+        _skilled("e", "Causal Inference", [1], [6], 0.5),
+    ]  # flat skill: no signal
     f = write(tmp_path / "d.jsonl", recs)
     groups, stats = read_groups([str(f)], role="designer")
     assert [[s.source for s in g] for g in groups] == [["a", "b", "c"]]
-    assert [s.advantage for s in groups[0]] == pytest.approx([0.5, -0.1, -0.4])  # centred, not divided
+    assert [s.advantage for s in groups[0]] == pytest.approx(
+        [0.5, -0.1, -0.4]
+    )  # centred, not divided
     assert stats.skipped["flat_reward_group"] == 1
     # The group baseline pools by candidate group: one design per document gives singletons.
     with pytest.raises(DataError, match="nothing to train on"):
@@ -589,10 +820,19 @@ def test_designer_advantages_reach_trl_loss(tiny_model, tok, tmp_path):
     rewards = {"a": 0.9, "b": 0.2, "c": 0.1, "d": 0.8}
     skill = {"a": "Optimization", "b": "Optimization", "c": "Logic", "d": "Logic"}
     recs = [_skilled(c, skill[c], p, _enc(tok, f" design {c}"), r) for c, r in rewards.items()]
-    eps = [episode(_enc(tok, "Play."), [(_enc(tok, f" move {k}"), 1)], r) for k, r in enumerate([1.0, 0.0])]
+    eps = [
+        episode(_enc(tok, "Play."), [(_enc(tok, f" move {k}"), 1)], r)
+        for k, r in enumerate([1.0, 0.0])
+    ]
     f = write(tmp_path / "r.jsonl", [*recs, agent("x", eps)])
-    cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)], role="both",
-                   per_device_batch_size=6, scale_rewards="group")
+    cfg = TrainJob(
+        model=str(tiny_model),
+        output_dir=str(tmp_path / "o"),
+        inputs=[str(f)],
+        role="both",
+        per_device_batch_size=6,
+        scale_rewards="group",
+    )
     groups, _ = read_groups(cfg.inputs, role="both")
     trainer, plan, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
     assert plan["group_size"] == 2 and plan["groups_per_step"] == 3
@@ -601,14 +841,22 @@ def test_designer_advantages_reach_trl_loss(tiny_model, tok, tmp_path):
 
     def spy(model, inputs):
         n = inputs["completion_mask"].sum(1).tolist()
-        seen.extend(zip(inputs["completion_ids"].tolist(), n, inputs["advantages"].tolist(), strict=True))
+        seen.extend(
+            zip(inputs["completion_ids"].tolist(), n, inputs["advantages"].tolist(), strict=True)
+        )
         return real(model, inputs)
 
     trainer._compute_loss = spy
     trainer.train()
     by_text = {tok.decode(ids[:n]).strip(): a for ids, n, a in seen}
-    expect = {"design a": 0.35, "design b": -0.35, "design c": -0.35, "design d": 0.35,
-              "move 0": 0.5 / (0.5 ** 0.5 + 1e-4), "move 1": -0.5 / (0.5 ** 0.5 + 1e-4)}
+    expect = {
+        "design a": 0.35,
+        "design b": -0.35,
+        "design c": -0.35,
+        "design d": 0.35,
+        "move 0": 0.5 / (0.5**0.5 + 1e-4),
+        "move 1": -0.5 / (0.5**0.5 + 1e-4),
+    }
     assert set(by_text) == set(expect)
     for text, a in expect.items():
         assert by_text[text] == pytest.approx(a, abs=1e-3), text
@@ -619,6 +867,7 @@ def test_designer_advantages_reach_trl_loss(tiny_model, tok, tmp_path):
 
 def _refused_round() -> list[dict]:
     """One environment that trains, and one of each kind that must train no one."""
+
     def env(cid, score=None, **marks):
         rec = agent(cid, [episode([5], [([6, len(cid)], 1)], r) for r in (0.0, 1.0, 0.5)])
         rec["rollouts"].update(marks)
@@ -631,8 +880,11 @@ def _refused_round() -> list[dict]:
     return [
         env("good", ok),
         env("broken", broken, contract_broken="a nonsense policy solves rollout seeds 1, 2"),
-        env("flaky", {**broken, "reason": "nondeterministic"},
-            nondeterministic="on replay, observation 0 differs"),
+        env(
+            "flaky",
+            {**broken, "reason": "nondeterministic"},
+            nondeterministic="on replay, observation 0 differs",
+        ),
         env("stale", ok, contract_broken="scored before rollout marked it"),
         env("copy", {**ok, "reason": "duplicate", "accepted": False, "sample": False}),
         env("low", {**ok, "reason": "below_min_regret", "accepted": False}),
@@ -648,8 +900,13 @@ def test_refused_environments_train_no_one(tmp_path):
     f = write(tmp_path / "c.jsonl", _refused_round())
     groups, stats = read_groups([str(f)], role="both")
     assert sorted({s.source.split(":")[0] for g in groups for s in g}) == ["d1", "d2", "good"]
-    assert stats.refused() == {"contract_broken": 7, "nondeterministic": 3, "duplicate": 3,
-                               "below_min_regret": 3, "infeasible": 3}
+    assert stats.refused() == {
+        "contract_broken": 7,
+        "nondeterministic": 3,
+        "duplicate": 3,
+        "below_min_regret": 3,
+        "infeasible": 3,
+    }
     assert stats.as_dict()["skipped"]["refused_contract_broken"] == 7
 
 
@@ -657,8 +914,18 @@ def test_cli_says_how_many_episodes_it_dropped(cli, tmp_path):
     f = write(tmp_path / "c.jsonl", _refused_round()[1:3])
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
-    r = cli("train", f, "--model", tmp_path / "m", "--output-dir", tmp_path / "out",
-            "--role", "agent", "--if-empty", "fail")
+    r = cli(
+        "train",
+        f,
+        "--model",
+        tmp_path / "m",
+        "--output-dir",
+        tmp_path / "out",
+        "--role",
+        "agent",
+        "--if-empty",
+        "fail",
+    )
     assert r.returncode == 3 and b"nothing to train on" in r.stderr, r.stderr
     assert b"dropped 6 episodes" in r.stderr
     assert b"(contract_broken 3, nondeterministic 3)" in r.stderr
@@ -667,22 +934,33 @@ def test_cli_says_how_many_episodes_it_dropped(cli, tmp_path):
 def test_the_designer_only_step_balances_against_the_windows_agent_plays(tmp_path):
     """At the end of a window the designer trains alone (role designer) on records that
     still hold the first step's plays: those are the agent samples its scale counts."""
-    recs = [_skilled("a", "Optimization", [1], [2], 0.9), _skilled("b", "Optimization", [1], [3], 0.3)]
+    recs = [
+        _skilled("a", "Optimization", [1], [2], 0.9),
+        _skilled("b", "Optimization", [1], [3], 0.3),
+    ]
     eps = [episode([7], [([8 + k], 1)], float(k % 2)) for k in range(16)]
     f = write(tmp_path / "w.jsonl", [*recs, agent("x", eps)])
-    groups, stats = read_groups([str(f)], role="designer", designer_scale="balance", designer_interval=4)
+    groups, stats = read_groups(
+        [str(f)], role="designer", designer_scale="balance", designer_interval=4
+    )
     assert [g[0].role for g in groups] == ["designer"]
     assert stats.designer_scale == 16 / 2 * 4 == 32.0
     assert [s.advantage for s in groups[0]] == pytest.approx([0.3 * 32, -0.3 * 32])
-    _, capped = read_groups([str(f)], role="designer", designer_scale="balance", designer_interval=8)
+    _, capped = read_groups(
+        [str(f)], role="designer", designer_scale="balance", designer_interval=8
+    )
     assert capped.designer_scale == 50.0
     _, off = read_groups([str(f)], role="designer", designer_interval=4)
     assert off.designer_scale == 1.0
 
 
 def test_compact_filter_takes_the_gradient_off_turn_limit_episodes(tmp_path):
-    eps = [episode([7], [([8], 1)], 1.0), episode([7], [([9], 1), ([4], 0)], 0.0, stop="truncated"),
-           episode([7], [([10], 1)], 0.0, stop="max_turns"), episode([7], [([11], 1)], 0.0)]
+    eps = [
+        episode([7], [([8], 1)], 1.0),
+        episode([7], [([9], 1), ([4], 0)], 0.0, stop="truncated"),
+        episode([7], [([10], 1)], 0.0, stop="max_turns"),
+        episode([7], [([11], 1)], 0.0),
+    ]
     f = write(tmp_path / "c.jsonl", [agent("x", eps)])
     (plain,), _ = read_groups([str(f)], role="agent")
     assert [s.env_mask for s in plain] == [[1], [1, 0], [1], [1]]
@@ -708,12 +986,26 @@ def test_tis_weights_the_designer_loss_by_the_behaviour_logprobs(tiny_model, tok
     comps = [_enc(tok, t) + [tok.eos_token_id] for t in POS + NEG]
 
     def gradient(shift, tis):
-        recs = [designer(f"d{i}", "g", prompt, c, float(i % 2),
-                         [x + shift for x in token_logprobs(model, prompt, c)])
-                for i, c in enumerate(comps)]
+        recs = [
+            designer(
+                f"d{i}",
+                "g",
+                prompt,
+                c,
+                float(i % 2),
+                [x + shift for x in token_logprobs(model, prompt, c)],
+            )
+            for i, c in enumerate(comps)
+        ]
         f = write(tmp_path / f"tis{shift}{tis}.jsonl", recs)
-        cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"), inputs=[str(f)],
-                       role="designer", tis=tis, designer_baseline="group")
+        cfg = TrainJob(
+            model=str(tiny_model),
+            output_dir=str(tmp_path / "o"),
+            inputs=[str(f)],
+            role="designer",
+            tis=tis,
+            designer_baseline="group",
+        )
         groups, _ = read_groups(cfg.inputs, role="designer", designer_baseline="group")
         trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
         trainer.model.train()
@@ -724,7 +1016,9 @@ def test_tis_weights_the_designer_loss_by_the_behaviour_logprobs(tiny_model, tok
         weights = inputs.get("importance_sampling_ratio")
         if weights is not None:  # the completion's tokens (padding keeps 1)
             weights = weights[inputs["completion_mask"].bool()]
-        return torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None]), weights
+        return torch.cat(
+            [p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None]
+        ), weights
 
     def scale(a, b):  # a = k * b: k, and how far a is from it
         k = float(a @ b / (b @ b))

@@ -34,8 +34,15 @@ def opener(cfg: SandboxConfig):
 
 
 def design(rid: str, text: str, **extra) -> dict:
-    return {"kind": "candidate", "v": 1, "id": rid, "parents": [], "origin": "design",
-            "design": {"text": text}, **extra}
+    return {
+        "kind": "candidate",
+        "v": 1,
+        "id": rid,
+        "parents": [],
+        "origin": "design",
+        "design": {"text": text},
+        **extra,
+    }
 
 
 def fenced(code: str) -> str:
@@ -52,8 +59,11 @@ LIB = {c["env"]["name"]: c for c in library_candidates()}
 def test_every_reason_code_is_triggered_by_its_fixture():
     """examples/envs/broken/<reason>.* is rejected with <reason>; duplicate.py follows nim."""
     recs = [LIB["nim"]] + [design(f"broken-{r}", text, expect=r) for r, text in broken_designs()]
-    out = list(validate_records(recs, opener(config(call_timeout=2.0)), seeds=3, workers=2,
-                                reject_single_shot=True))
+    out = list(
+        validate_records(
+            recs, opener(config(call_timeout=2.0)), seeds=3, workers=2, reject_single_shot=True
+        )
+    )
     assert [r["id"] for r in out] == [r["id"] for r in recs]  # nothing dropped, order kept
     got = {r.get("expect", "library"): r["validation"] for r in out}
     assert got["library"]["valid"], got["library"]
@@ -94,17 +104,27 @@ def test_hint_text_leaks():
         checks.check_hint_text("Moves: UP -> left, left!", ["up", "left", "left"], 0)
 
 
-@pytest.mark.parametrize("meta, ok", [
-    ({"name": "x", "max_turns": 3}, True),
-    ({"name": "x", "max_turns": 3, "tools": [{"name": "f", "parameters": {}}]}, True),
-    ({"name": "x", "max_turns": 3, "tools": [{"type": "function", "function": {"name": "f"}}]}, True),
-    ({"name": "", "max_turns": 3}, False),
-    ({"name": "x", "max_turns": 0}, False),
-    ({"name": "x", "max_turns": True}, False),
-    ({"name": "x", "max_turns": "5"}, False),
-    ({"name": "x", "max_turns": 3, "tools": [{"description": "no name"}]}, False),
-    ({"render_modes": []}, False),
-])
+@pytest.mark.parametrize(
+    "meta, ok",
+    [
+        ({"name": "x", "max_turns": 3}, True),
+        ({"name": "x", "max_turns": 3, "tools": [{"name": "f", "parameters": {}}]}, True),
+        (
+            {
+                "name": "x",
+                "max_turns": 3,
+                "tools": [{"type": "function", "function": {"name": "f"}}],
+            },
+            True,
+        ),
+        ({"name": "", "max_turns": 3}, False),
+        ({"name": "x", "max_turns": 0}, False),
+        ({"name": "x", "max_turns": True}, False),
+        ({"name": "x", "max_turns": "5"}, False),
+        ({"name": "x", "max_turns": 3, "tools": [{"description": "no name"}]}, False),
+        ({"render_modes": []}, False),
+    ],
+)
 def test_check_metadata(meta, ok):
     if ok:
         assert shared_checks.check_metadata(meta)["name"] == "x"
@@ -113,15 +133,18 @@ def test_check_metadata(meta, ok):
             shared_checks.check_metadata(meta)
 
 
-@pytest.mark.parametrize("out, reason", [
-    (("obs", 1.0, True, False, {}), None),
-    (("obs", 1, True, False, {}), None),
-    (("obs", 1.0, True, {}), "bad_step"),
-    ((3, 1.0, True, False, {}), "bad_step"),
-    (("obs", "1", True, False, {}), "bad_step"),
-    (("obs", 1.0, 1, False, {}), "bad_step"),
-    (("obs", float("nan"), True, False, {}), "reward_out_of_range"),
-])
+@pytest.mark.parametrize(
+    "out, reason",
+    [
+        (("obs", 1.0, True, False, {}), None),
+        (("obs", 1, True, False, {}), None),
+        (("obs", 1.0, True, {}), "bad_step"),
+        ((3, 1.0, True, False, {}), "bad_step"),
+        (("obs", "1", True, False, {}), "bad_step"),
+        (("obs", 1.0, 1, False, {}), "bad_step"),
+        (("obs", float("nan"), True, False, {}), "reward_out_of_range"),
+    ],
+)
 def test_check_step(out, reason):
     if reason is None:
         shared_checks.check_step(out)
@@ -130,12 +153,18 @@ def test_check_step(out, reason):
             shared_checks.check_step(out)
 
 
-@pytest.mark.parametrize("out", [
-    # (an empty or missing hint is fine: hints are written by the model by default)
-    ("obs",), ("obs", {"hint": "h"}), ("obs", {"hint": 3, "solution": ["a"]}),
-    ("obs", {"hint": "h", "solution": []}), ("obs", {"hint": "h", "solution": "abc"}),
-    (None, {"hint": "h", "solution": ["a"]}),
-])
+@pytest.mark.parametrize(
+    "out",
+    [
+        # (an empty or missing hint is fine: hints are written by the model by default)
+        ("obs",),
+        ("obs", {"hint": "h"}),
+        ("obs", {"hint": 3, "solution": ["a"]}),
+        ("obs", {"hint": "h", "solution": []}),
+        ("obs", {"hint": "h", "solution": "abc"}),
+        (None, {"hint": "h", "solution": ["a"]}),
+    ],
+)
 def test_check_reset_rejects(out):
     with pytest.raises(Rejected, match="bad_reset"):
         shared_checks.check_reset(out)
@@ -163,8 +192,11 @@ def _never(code):
 def test_host_side_rejections_run_nothing():
     nim = LIB["nim"]["env"]["code"]
     memory = [{"id": "env-nim", "name": "nim", "code": nim}]
-    recs = [design("a", "no code"), design("b", fenced("def broken(:\n  pass\n")),
-            design("c", fenced("# a copy\n" + nim))]
+    recs = [
+        design("a", "no code"),
+        design("b", fenced("def broken(:\n  pass\n")),
+        design("c", fenced("# a copy\n" + nim)),
+    ]
     out = list(validate_records(recs, _never, memory=memory))
     assert [r["validation"]["reason"] for r in out] == ["no_code", "syntax_error", "duplicate"]
     assert "memory entry env-nim" in out[2]["validation"]["detail"]
@@ -217,13 +249,17 @@ HOSTILE = {
     "infinite_loop": "    def step(self, action):\n        while True:\n            pass\n",
     "sleep": "    def step(self, action):\n        import time\n        time.sleep(3600)\n",
     "memory_bomb": "    def step(self, action):\n        x = bytearray(1 << 34)\n        return str(len(x)), 0.0, True, False, {}\n",
-    "fork_bomb": ("    def step(self, action):\n        import os\n        while True:\n"
-                  "            try:\n                os.fork()\n            except OSError:\n"
-                  "                pass\n"),
-    "stdout_flood": ("    def step(self, action):\n        import sys\n        while True:\n"
-                     "            sys.stdout.write('x' * 65536)\n"),
+    "fork_bomb": (
+        "    def step(self, action):\n        import os\n        while True:\n"
+        "            try:\n                os.fork()\n            except OSError:\n"
+        "                pass\n"
+    ),
+    "stdout_flood": (
+        "    def step(self, action):\n        import sys\n        while True:\n"
+        "            sys.stdout.write('x' * 65536)\n"
+    ),
 }
-HOSTILE_HEAD = '''import gymnasium as gym
+HOSTILE_HEAD = """import gymnasium as gym
 
 
 class Hostile(gym.Env):
@@ -232,7 +268,7 @@ class Hostile(gym.Env):
     def reset(self, seed=None, options=None):
         return "hi", {"hint": "none", "solution": ["go"]}
 
-'''
+"""
 
 
 def _sandbox_uid_processes() -> list[int]:
@@ -269,7 +305,13 @@ def test_hostile_batch_is_contained_and_good_envs_still_validate():
         if r["expect"] == "good":
             assert v["valid"], (r["env"]["name"], v)
         else:
-            assert not v["valid"] and v["reason"] in ("timeout", "memory", "crash", "limit", "flood"), (r["expect"], v)
+            assert not v["valid"] and v["reason"] in (
+                "timeout",
+                "memory",
+                "crash",
+                "limit",
+                "flood",
+            ), (r["expect"], v)
             reasons[r["expect"], v["reason"]] += 1
     assert ("infinite_loop", "timeout") in reasons and ("memory_bomb", "memory") in reasons
     # the host is unharmed: no process of a sandbox uid survives the batch
@@ -289,8 +331,10 @@ def _write(path, recs):
 
 def test_cli_validates_writes_rejects_and_summarises(cli, tmp_path):
     nim = LIB["nim"]["env"]["code"]
-    src = _write(tmp_path / "cands.jsonl", [
-        design("d1", fenced(nim)), design("d2", "no code here"), design("d3", fenced("x = (\n"))])
+    src = _write(
+        tmp_path / "cands.jsonl",
+        [design("d1", fenced(nim)), design("d2", "no code here"), design("d3", fenced("x = (\n"))],
+    )
     flags = [] if BWRAP else ["--unsafe-no-sandbox"]
     res = cli("validate", src, "--seeds", "2", "--rejects", tmp_path / "rej.jsonl", *flags)
     assert res.returncode == 0, res.stderr.decode()

@@ -29,8 +29,14 @@ from spade_cli.errors import ResourceError
 
 from .test_engines import CONVS, check_generation
 
-ENGINE_ARGS = {"max_model_len", "enable_prefix_caching", "logprobs_mode", "distributed_executor_backend",
-               "max_num_seqs", "swap_space"}
+ENGINE_ARGS = {
+    "max_model_len",
+    "enable_prefix_caching",
+    "logprobs_mode",
+    "distributed_executor_backend",
+    "max_num_seqs",
+    "swap_space",
+}
 LOGPROBS_MODES = ("raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits")
 
 
@@ -70,16 +76,48 @@ class TokensPrompt(TypedDict, total=False):
 
 
 class SamplingParams:
-    def __init__(self, *, n: int = 1, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
-                 seed: int | None = None, stop: str | list[str] | None = None, stop_token_ids: list[int] | None = None,
-                 ignore_eos: bool = False, max_tokens: int | None = 16, logprobs: int | None = None,
-                 detokenize: bool = True, skip_special_tokens: bool = True, include_stop_str_in_output: bool = False):
-        if temperature < 0 or not 0 < top_p <= 1 or (max_tokens is not None and max_tokens < 1) or n < 1:
+    def __init__(
+        self,
+        *,
+        n: int = 1,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+        stop: str | list[str] | None = None,
+        stop_token_ids: list[int] | None = None,
+        ignore_eos: bool = False,
+        max_tokens: int | None = 16,
+        logprobs: int | None = None,
+        detokenize: bool = True,
+        skip_special_tokens: bool = True,
+        include_stop_str_in_output: bool = False,
+    ):
+        if (
+            temperature < 0
+            or not 0 < top_p <= 1
+            or (max_tokens is not None and max_tokens < 1)
+            or n < 1
+        ):
             raise ValueError("invalid sampling parameters")
-        self.n, self.temperature, self.top_p, self.top_k, self.seed = n, temperature, top_p, top_k, seed
+        self.n, self.temperature, self.top_p, self.top_k, self.seed = (
+            n,
+            temperature,
+            top_p,
+            top_k,
+            seed,
+        )
         self.stop = [stop] if isinstance(stop, str) else list(stop or [])
-        self.stop_token_ids, self.ignore_eos, self.max_tokens = list(stop_token_ids or []), ignore_eos, max_tokens
-        self.logprobs, self.detokenize, self.skip_special_tokens = logprobs, detokenize, skip_special_tokens
+        self.stop_token_ids, self.ignore_eos, self.max_tokens = (
+            list(stop_token_ids or []),
+            ignore_eos,
+            max_tokens,
+        )
+        self.logprobs, self.detokenize, self.skip_special_tokens = (
+            logprobs,
+            detokenize,
+            skip_special_tokens,
+        )
         self.include_stop_str_in_output = include_stop_str_in_output
 
 
@@ -128,12 +166,24 @@ class LLM:
     flat_logprobs = False  # like VLLM_FLAT_LOGPROBS=1
     force_finish: str | None = None  # e.g. "abort", for the next request
 
-    def __init__(self, model: str, *, tensor_parallel_size: int = 1, dtype: str = "auto", seed: int = 0,
-                 gpu_memory_utilization: float = 0.9, enforce_eager: bool = False, trust_remote_code: bool = False,
-                 tokenizer: str | None = None, **kwargs):
+    def __init__(
+        self,
+        model: str,
+        *,
+        tensor_parallel_size: int = 1,
+        dtype: str = "auto",
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.9,
+        enforce_eager: bool = False,
+        trust_remote_code: bool = False,
+        tokenizer: str | None = None,
+        **kwargs,
+    ):
         unknown = set(kwargs) - ENGINE_ARGS
         if unknown:
-            raise TypeError(f"EngineArgs.__init__() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+            raise TypeError(
+                f"EngineArgs.__init__() got an unexpected keyword argument {sorted(unknown)[0]!r}"
+            )
         if kwargs.get("logprobs_mode", "raw_logprobs") not in LOGPROBS_MODES:
             raise ValueError(f"invalid logprobs_mode {kwargs['logprobs_mode']!r}")
         config = Path(model) / "config.json"
@@ -142,22 +192,47 @@ class LLM:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer or model)
-        self.kwargs = dict(model=model, tensor_parallel_size=tensor_parallel_size, dtype=dtype, seed=seed,
-                           gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-                           trust_remote_code=trust_remote_code, **kwargs)
+        self.kwargs = dict(
+            model=model,
+            tensor_parallel_size=tensor_parallel_size,
+            dtype=dtype,
+            seed=seed,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=enforce_eager,
+            trust_remote_code=trust_remote_code,
+            **kwargs,
+        )
         cfg = json.loads(config.read_text())
-        self.eos = {cfg["eos_token_id"]} if isinstance(cfg.get("eos_token_id"), int) else set(cfg.get("eos_token_id") or [])
+        self.eos = (
+            {cfg["eos_token_id"]}
+            if isinstance(cfg.get("eos_token_id"), int)
+            else set(cfg.get("eos_token_id") or [])
+        )
         self.vocab = cfg["vocab_size"]
-        self.llm_engine = FakeEngine(ModelConfig(model, kwargs.get("max_model_len") or cfg["max_position_embeddings"]))
+        self.llm_engine = FakeEngine(
+            ModelConfig(model, kwargs.get("max_model_len") or cfg["max_position_embeddings"])
+        )
         self.model_config = self.llm_engine.model_config
         self.calls: list[tuple[list, list]] = []
         self.sampled: list[list[float]] = []  # the logprob of every sampled token, per request
         LLM.instances.append(self)
 
-    def generate(self, prompts, sampling_params=None, *, use_tqdm=True, lora_request=None, priority=None,
-                 tokenization_kwargs=None) -> list[RequestOutput]:
+    def generate(
+        self,
+        prompts,
+        sampling_params=None,
+        *,
+        use_tqdm=True,
+        lora_request=None,
+        priority=None,
+        tokenization_kwargs=None,
+    ) -> list[RequestOutput]:
         prompts = [prompts] if isinstance(prompts, dict) else list(prompts)
-        params = sampling_params if isinstance(sampling_params, list) else [sampling_params or SamplingParams()] * len(prompts)
+        params = (
+            sampling_params
+            if isinstance(sampling_params, list)
+            else [sampling_params or SamplingParams()] * len(prompts)
+        )
         if len(params) != len(prompts):
             raise ValueError("The lengths of prompts and sampling_params must be the same.")
         self.calls.append((prompts, params))
@@ -165,16 +240,27 @@ class LLM:
         for k, (prompt, sp) in enumerate(zip(prompts, params, strict=True)):
             ids = list(prompt["prompt_token_ids"])
             if len(ids) > self.model_config.max_model_len:
-                raise ValueError(f"The decoder prompt (length {len(ids)}) is longer than the maximum model length")
+                raise ValueError(
+                    f"The decoder prompt (length {len(ids)}) is longer than the maximum model length"
+                )
             outs.append(RequestOutput(str(k), None, ids, [self._complete(ids, sp)]))
         LLM.force_finish = None
         return outs
 
     def _complete(self, prompt: list[int], sp: SamplingParams) -> CompletionOutput:
-        seed = (sp.seed if sp.seed is not None else self.kwargs["seed"], 0.0 if sp.temperature == 0 else 1.0)
+        seed = (
+            sp.seed if sp.seed is not None else self.kwargs["seed"],
+            0.0 if sp.temperature == 0 else 1.0,
+        )
         rng = random.Random(f"{seed}:{prompt}")
         room = self.model_config.max_model_len - len(prompt)
-        ids, lps, positions, reason, text = [], [], FlatLogprobs() if LLM.flat_logprobs else [], "length", ""
+        ids, lps, positions, reason, text = (
+            [],
+            [],
+            FlatLogprobs() if LLM.flat_logprobs else [],
+            "length",
+            "",
+        )
         stops = set(sp.stop_token_ids) | (set() if sp.ignore_eos else self.eos)
         while len(ids) < min(sp.max_tokens, room):
             tok = sorted(self.eos)[0] if rng.random() < 0.1 else rng.randrange(8, self.vocab)
@@ -191,25 +277,49 @@ class LLM:
                 reason = "stop"
                 break
         self.sampled.append(lps)
-        return CompletionOutput(0, text, ids, sum(lps), positions if sp.logprobs is not None else None,
-                                LLM.force_finish or reason)
+        return CompletionOutput(
+            0,
+            text,
+            ids,
+            sum(lps),
+            positions if sp.logprobs is not None else None,
+            LLM.force_finish or reason,
+        )
 
 
 def fake_vllm_modules() -> dict[str, types.ModuleType]:
     mods = {}
-    for name in ("vllm", "vllm.inputs", "vllm.sampling_params", "vllm.outputs", "vllm.logprobs",
-                 "vllm.distributed", "vllm.distributed.parallel_state"):
+    for name in (
+        "vllm",
+        "vllm.inputs",
+        "vllm.sampling_params",
+        "vllm.outputs",
+        "vllm.logprobs",
+        "vllm.distributed",
+        "vllm.distributed.parallel_state",
+    ):
         mod = types.ModuleType(name)
         mod.__spec__ = importlib.machinery.ModuleSpec(name, loader=None, is_package=True)
         mods[name] = mod
-    mods["vllm"].LLM, mods["vllm"].SamplingParams, mods["vllm"].TokensPrompt = LLM, SamplingParams, TokensPrompt
+    mods["vllm"].LLM, mods["vllm"].SamplingParams, mods["vllm"].TokensPrompt = (
+        LLM,
+        SamplingParams,
+        TokensPrompt,
+    )
     mods["vllm.inputs"].TokensPrompt = TokensPrompt
     mods["vllm.sampling_params"].SamplingParams = SamplingParams
-    mods["vllm.outputs"].RequestOutput, mods["vllm.outputs"].CompletionOutput = RequestOutput, CompletionOutput
+    mods["vllm.outputs"].RequestOutput, mods["vllm.outputs"].CompletionOutput = (
+        RequestOutput,
+        CompletionOutput,
+    )
     mods["vllm.logprobs"].Logprob, mods["vllm.logprobs"].FlatLogprobs = Logprob, FlatLogprobs
     torn_down = []
-    mods["vllm.distributed.parallel_state"].destroy_model_parallel = lambda: torn_down.append("model_parallel")
-    mods["vllm.distributed.parallel_state"].destroy_distributed_environment = lambda: torn_down.append("distributed")
+    mods["vllm.distributed.parallel_state"].destroy_model_parallel = lambda: torn_down.append(
+        "model_parallel"
+    )
+    mods["vllm.distributed.parallel_state"].destroy_distributed_environment = lambda: (
+        torn_down.append("distributed")
+    )
     mods["vllm.distributed.parallel_state"].torn_down = torn_down
     return mods
 
@@ -226,15 +336,35 @@ def fake_vllm(monkeypatch):
 
 
 def test_llm_gets_the_engine_arguments(fake_vllm, tiny_model):
-    eng = load_engine(str(tiny_model), "vllm", tensor_parallel_size=2, gpu_memory_utilization=0.5, seed=3,
-                      max_model_len=512, enforce_eager=True, device="cpu", max_batch_size=8)
+    eng = load_engine(
+        str(tiny_model),
+        "vllm",
+        tensor_parallel_size=2,
+        gpu_memory_utilization=0.5,
+        seed=3,
+        max_model_len=512,
+        enforce_eager=True,
+        device="cpu",
+        max_batch_size=8,
+    )
     assert LLM.instances[-1].kwargs == dict(
-        model=str(tiny_model), tensor_parallel_size=2, dtype="auto", seed=3, gpu_memory_utilization=0.5,
-        enforce_eager=True, trust_remote_code=False, max_model_len=512, enable_prefix_caching=True,
-        logprobs_mode="processed_logprobs")
+        model=str(tiny_model),
+        tensor_parallel_size=2,
+        dtype="auto",
+        seed=3,
+        gpu_memory_utilization=0.5,
+        enforce_eager=True,
+        trust_remote_code=False,
+        max_model_len=512,
+        enable_prefix_caching=True,
+        logprobs_mode="processed_logprobs",
+    )
     assert eng.max_model_len == 512
     # Without --max-model-len the window is the one vLLM derived from the model.
-    assert load_engine(str(tiny_model), "vllm").max_model_len == LLM.instances[-1].model_config.max_model_len
+    assert (
+        load_engine(str(tiny_model), "vllm").max_model_len
+        == LLM.instances[-1].model_config.max_model_len
+    )
 
 
 def test_auto_dtype_is_bf16_on_a_gpu(fake_vllm, tiny_model, monkeypatch):
@@ -256,14 +386,23 @@ def test_chat_end_to_end(fake_vllm, tiny_model):
     prompts, params = llm.calls[0]
     assert [p["prompt_token_ids"] for p in prompts] == [eng.chat_ids(c) for c in CONVS]
     for sp in params:
-        assert (sp.temperature, sp.top_p, sp.max_tokens, sp.seed, sp.logprobs, sp.stop) == (0.7, 0.9, 12, 5, 0, [])
+        assert (sp.temperature, sp.top_p, sp.max_tokens, sp.seed, sp.logprobs, sp.stop) == (
+            0.7,
+            0.9,
+            12,
+            5,
+            0,
+            [],
+        )
         assert sp.skip_special_tokens and sp.detokenize and not sp.include_stop_str_in_output
     for conv, g, lps in zip(CONVS, gens, llm.sampled, strict=True):
         check_generation(eng, g, eng.chat_ids(conv), s)
         assert g.logprobs == pytest.approx(lps)
         if g.finish_reason == "stop":
             assert g.completion_ids[-1] in llm.eos  # the end-of-turn token is kept
-    assert any(g.finish_reason == "stop" for g in eng.chat(CONVS * 4, Sampling(max_tokens=40, seed=1)))
+    assert any(
+        g.finish_reason == "stop" for g in eng.chat(CONVS * 4, Sampling(max_tokens=40, seed=1))
+    )
 
 
 def test_flat_logprobs_read_like_lists(fake_vllm, tiny_model):
@@ -295,7 +434,10 @@ def test_greedy_context_and_budget(fake_vllm, tiny_model):
     greedy = eng.generate([[5, 6, 7]], Sampling(temperature=0, top_p=0.5, max_tokens=4))[0]
     sp = llm.calls[-1][1][0]
     assert (sp.temperature, sp.top_p) == (0.0, 1.0)
-    assert greedy.completion_ids == eng.generate([[5, 6, 7]], Sampling(temperature=0, max_tokens=4))[0].completion_ids
+    assert (
+        greedy.completion_ids
+        == eng.generate([[5, 6, 7]], Sampling(temperature=0, max_tokens=4))[0].completion_ids
+    )
     calls = len(llm.calls)
     full = eng.generate([[5] * 64], Sampling(max_tokens=4))[0]
     assert (full.finish_reason, full.completion_ids, len(llm.calls)) == ("context", [], calls)
@@ -318,7 +460,10 @@ def test_close_and_reload_a_new_checkpoint(fake_vllm, tiny_model, tmp_path):
     eng.close()
     eng.close()  # safe twice
     assert first.llm_engine.engine_core.shutdowns == 1
-    assert fake_vllm["vllm.distributed.parallel_state"].torn_down == ["model_parallel", "distributed"]
+    assert fake_vllm["vllm.distributed.parallel_state"].torn_down == [
+        "model_parallel",
+        "distributed",
+    ]
     with pytest.raises(ResourceError, match="after close"):
         eng.generate([[5, 6]], Sampling(max_tokens=2))
     nxt = tmp_path / "round-2"
@@ -326,8 +471,9 @@ def test_close_and_reload_a_new_checkpoint(fake_vllm, tiny_model, tmp_path):
     eng.reload(str(nxt))
     second = LLM.instances[-1]
     assert second is not first and eng.model == str(nxt)
-    assert {k: v for k, v in second.kwargs.items() if k != "model"} == \
-        {k: v for k, v in first.kwargs.items() if k != "model"}
+    assert {k: v for k, v in second.kwargs.items() if k != "model"} == {
+        k: v for k, v in first.kwargs.items() if k != "model"
+    }
     assert second.kwargs["model"] == str(nxt)
     assert eng.generate([[5, 6]], Sampling(max_tokens=2, seed=0))[0].completion_ids
 

@@ -45,21 +45,43 @@ app = make_app(
 def cat(
     inputs: Inputs = None,
     output: Output = "-",
-    kind: Annotated[str | None, typer.Option("--kind", help="Keep only records of this kind.")] = None,
-    order_like: Annotated[list[str] | None, typer.Option(
-        "--order-like", help="Reference record files (repeatable, read in order): write the "
-        "records in the order of the reference record each has as its id or first parent "
-        "(merges --shard outputs back into input order).")] = None,
-    from_dir: Annotated[str | None, typer.Option(
-        "--from-dir", help="Import a directory of environment files (recursively) as candidate "
-        "records of origin `fixed`, with path and skill; a SHA256SUMS, manifest.csv or "
-        "manifest.tsv in it (or --manifest) is checked first (exit 3 on a differing file).")] = None,
-    from_export: Annotated[str | None, typer.Option(
-        "--from", help="Read a spade-export directory (any format: openenv, verifiers, harbor) "
-        "back as the candidate records it was exported from, code from each env.py.")] = None,
-    manifest: Annotated[str | None, typer.Option(
-        "--manifest", help="Manifest of --from-dir (sha256sum output, or CSV/TSV with path, "
-        "sha256 and optionally skill columns).")] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="Keep only records of this kind.")
+    ] = None,
+    order_like: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--order-like",
+            help="Reference record files (repeatable, read in order): write the "
+            "records in the order of the reference record each has as its id or first parent "
+            "(merges --shard outputs back into input order).",
+        ),
+    ] = None,
+    from_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--from-dir",
+            help="Import a directory of environment files (recursively) as candidate "
+            "records of origin `fixed`, with path and skill; a SHA256SUMS, manifest.csv or "
+            "manifest.tsv in it (or --manifest) is checked first (exit 3 on a differing file).",
+        ),
+    ] = None,
+    from_export: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Read a spade-export directory (any format: openenv, verifiers, harbor) "
+            "back as the candidate records it was exported from, code from each env.py.",
+        ),
+    ] = None,
+    manifest: Annotated[
+        str | None,
+        typer.Option(
+            "--manifest",
+            help="Manifest of --from-dir (sha256sum output, or CSV/TSV with path, "
+            "sha256 and optionally skill columns).",
+        ),
+    ] = None,
     shard: Shard = None,
     limit: Limit = None,
     zstd: Zstd = False,
@@ -103,7 +125,9 @@ def _in_order_of(paths: list[str], records: Iterable[dict], reader: RecordReader
             parents = rec.get("parents") or []
             key = position.get(str(parents[0])) if parents else None
         if key is None:
-            raise reader.error(f"record {rec.get('id')!r} is in no --order-like file (by id or parent)")
+            raise reader.error(
+                f"record {rec.get('id')!r} is in no --order-like file (by id or parent)"
+            )
         keyed.append((key, len(keyed), rec))
     return [rec for *_, rec in sorted(keyed, key=lambda t: t[:2])]
 

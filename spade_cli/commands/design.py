@@ -52,17 +52,41 @@ def failed_docs(paths: list[str]) -> set[str]:
 def design(
     inputs: Inputs = None,
     output: Output = "-",
-    memory: Annotated[str | None, typer.Option("--memory", help="Environment memory (env records) for exemplars and the listing.")] = None,
-    round_: Annotated[int, typer.Option("--round", min=0, help="Round number recorded in the candidates.")] = 0,
-    attempt: Annotated[int, typer.Option("--attempt", min=1, help="Design attempt recorded in the candidates "
-                                         "(later attempts get their own ids and seeds).")] = 1,
-    retry_failed: Annotated[list[str] | None, typer.Option(
-        "--retry-failed", help="Validated candidates of earlier attempts (repeatable): design only for the "
-        "documents none of whose designs there is valid.")] = None,
-    fresh_docs: Annotated[str | None, typer.Option(
-        "--fresh-docs", help="With --retry-failed: doc records to show instead, as the release gives each "
-        "attempt a fresh document: the k-th document designed again takes this file's k-th (its "
-        "skill, difficulty and group stay the original's).")] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory", help="Environment memory (env records) for exemplars and the listing."
+        ),
+    ] = None,
+    round_: Annotated[
+        int, typer.Option("--round", min=0, help="Round number recorded in the candidates.")
+    ] = 0,
+    attempt: Annotated[
+        int,
+        typer.Option(
+            "--attempt",
+            min=1,
+            help="Design attempt recorded in the candidates "
+            "(later attempts get their own ids and seeds).",
+        ),
+    ] = 1,
+    retry_failed: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--retry-failed",
+            help="Validated candidates of earlier attempts (repeatable): design only for the "
+            "documents none of whose designs there is valid.",
+        ),
+    ] = None,
+    fresh_docs: Annotated[
+        str | None,
+        typer.Option(
+            "--fresh-docs",
+            help="With --retry-failed: doc records to show instead, as the release gives each "
+            "attempt a fresh document: the k-th document designed again takes this file's k-th (its "
+            "skill, difficulty and group stay the original's).",
+        ),
+    ] = None,
     seed: Seed = 0,
     shard: Shard = None,
     limit: Limit = None,
@@ -94,7 +118,11 @@ def design(
     failed = failed_docs(retry_failed) if retry_failed else None
     if fresh_docs and failed is None:
         raise UsageError("--fresh-docs replaces the documents of --retry-failed: give both")
-    spare = iter(RecordReader([fresh_docs], kind="doc", required=("id", "text"))) if fresh_docs else None
+    spare = (
+        iter(RecordReader([fresh_docs], kind="doc", required=("id", "text")))
+        if fresh_docs
+        else None
+    )
     stand_ins: dict[str, dict] = {}
 
     def docs():
@@ -120,16 +148,33 @@ def design(
         log.info("no documents: wrote 0 candidates")
         return
     if not engine.path:
-        raise UsageError("--model is required (a model directory; `spade-init-model DIR` builds a tiny one)")
+        raise UsageError(
+            "--model is required (a model directory; `spade-init-model DIR` builds a tiny one)"
+        )
     eng = engine.load(seed=seed)
     per_doc = 1 if settings.doc_per_design else settings.designs_per_doc
-    log.info("designing with %s engine on %s: %d per doc, %d memory entries%s", eng.name, eng.model,
-             per_doc, len(entries), " (no doc)" if settings.no_doc else "")
+    log.info(
+        "designing with %s engine on %s: %d per doc, %d memory entries%s",
+        eng.name,
+        eng.model,
+        per_doc,
+        len(entries),
+        " (no doc)" if settings.no_doc else "",
+    )
     n = 0
     try:
         with open_output(output, zstd) as out:
-            designs = design_records(itertools.chain([first], stream), eng, settings, entries, template,
-                                     seed=seed, round=round_, attempt=attempt, stand_ins=stand_ins)
+            designs = design_records(
+                itertools.chain([first], stream),
+                eng,
+                settings,
+                entries,
+                template,
+                seed=seed,
+                round=round_,
+                attempt=attempt,
+                stand_ins=stand_ins,
+            )
             for rec in progress(designs, "designs", unit="design"):
                 out.write(rec)
                 n += 1

@@ -31,14 +31,30 @@ app = make_app(
 
 DEFAULT_SUITES = ["bfcl", "reasoning-gym", "textarena", "library"]
 
+
 @stage_command(app, settings=EvalSettings, engine=EngineSettings, sandbox=SandboxSettings)
 def eval(
-    oracle: Annotated[bool, typer.Option("--oracle", help="Play each task's privileged solution instead of a model (harness check: must score 100%).")] = False,
-    memory: Annotated[str | None, typer.Option("--memory", help="Environment memory file for suite 'memory'.")] = None,
-    summary: Annotated[Path | None, typer.Option("--summary", help="Also write the summary as JSON to this file.")] = None,
-    emit_pool: Annotated[bool, typer.Option(
-        "--emit-pool", help="Write the reasoning-gym families (--suite reasoning-gym[:families]) as "
-                            "fixed-environment `candidate` records instead of evaluating.")] = False,
+    oracle: Annotated[
+        bool,
+        typer.Option(
+            "--oracle",
+            help="Play each task's privileged solution instead of a model (harness check: must score 100%).",
+        ),
+    ] = False,
+    memory: Annotated[
+        str | None, typer.Option("--memory", help="Environment memory file for suite 'memory'.")
+    ] = None,
+    summary: Annotated[
+        Path | None, typer.Option("--summary", help="Also write the summary as JSON to this file.")
+    ] = None,
+    emit_pool: Annotated[
+        bool,
+        typer.Option(
+            "--emit-pool",
+            help="Write the reasoning-gym families (--suite reasoning-gym[:families]) as "
+            "fixed-environment `candidate` records instead of evaluating.",
+        ),
+    ] = False,
     output: Output = "-",
     zstd: Zstd = False,
     seed: Seed = 0,
@@ -68,7 +84,9 @@ def eval(
         if not engine.path:
             raise UsageError("--model is required (or --oracle to check the harness)")
         if settings.samples > 1 and settings.sampling.temperature == 0:
-            raise UsageError("--samples > 1 needs --temperature above 0 (greedy samples are all the same)")
+            raise UsageError(
+                "--samples > 1 needs --temperature above 0 (greedy samples are all the same)"
+            )
         eng = engine.load(seed=seed)
         sampling = settings.sampling
     else:
@@ -77,9 +95,18 @@ def eval(
     t0 = time.perf_counter()
     with open_output(output, zstd) as out:
         records, summ = run_eval(
-            specs, eng, n=settings.num_items, seed=seed, samples=settings.samples,
-            sampling=sampling, memory=memory, oracle=oracle, sandbox=sandbox.config(),
-            max_in_flight=settings.batch, max_turns=settings.max_turns, on_record=out.write,
+            specs,
+            eng,
+            n=settings.num_items,
+            seed=seed,
+            samples=settings.samples,
+            sampling=sampling,
+            memory=memory,
+            oracle=oracle,
+            sandbox=sandbox.config(),
+            max_in_flight=settings.batch,
+            max_turns=settings.max_turns,
+            on_record=out.write,
         )
     summ["seconds"] = round(time.perf_counter() - t0, 3)
     if eng is not None:
@@ -94,7 +121,9 @@ def eval(
         failed = [r for r in records if not r["stats"]["successes"]]
         for r in failed:
             s = r["samples"][0]
-            log.warning("oracle failed %s/%s: %s %s", r["suite"], r["task"], s["stop"], s.get("detail", ""))
+            log.warning(
+                "oracle failed %s/%s: %s %s", r["suite"], r["task"], s["stop"], s.get("detail", "")
+            )
 
 
 main = entry(app, "spade-eval")

@@ -37,19 +37,42 @@ Format = Annotated[str, typer.Option("--format", "-f", help="openenv, verifiers 
 @app.command()
 def export(
     inputs: Inputs = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="The directory to write (created; "
-                                                               "existing exports in it are replaced).")] = "",
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The directory to write (created; existing exports in it are replaced).",
+        ),
+    ] = "",
     fmt: Format = "",
-    skill: Annotated[list[str] | None, typer.Option(
-        "--skill", help="Keep environments of this skill (repeatable).")] = None,
-    min_regret: Annotated[float | None, typer.Option("--min-regret", help="Keep regret >= this.")] = None,
-    max_regret: Annotated[float | None, typer.Option("--max-regret", help="Keep regret <= this.")] = None,
-    win_rate: Annotated[str | None, typer.Option(
-        "--win-rate", help="Keep a no-hint success rate in LO:HI (score.nohint, else the "
-        "rollouts' summary), e.g. 0.2:0.8.")] = None,
-    seeds: Annotated[int | None, typer.Option(
-        "--seeds", min=1, help="Seeds recorded per environment (the validation seeds by default; "
-        "Harbor's task plays the first).")] = None,
+    skill: Annotated[
+        list[str] | None,
+        typer.Option("--skill", help="Keep environments of this skill (repeatable)."),
+    ] = None,
+    min_regret: Annotated[
+        float | None, typer.Option("--min-regret", help="Keep regret >= this.")
+    ] = None,
+    max_regret: Annotated[
+        float | None, typer.Option("--max-regret", help="Keep regret <= this.")
+    ] = None,
+    win_rate: Annotated[
+        str | None,
+        typer.Option(
+            "--win-rate",
+            help="Keep a no-hint success rate in LO:HI (score.nohint, else the "
+            "rollouts' summary), e.g. 0.2:0.8.",
+        ),
+    ] = None,
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            "--seeds",
+            min=1,
+            help="Seeds recorded per environment (the validation seeds by default; "
+            "Harbor's task plays the first).",
+        ),
+    ] = None,
     shard: Shard = None,
     limit: Limit = None,
     config: Config = None,
@@ -59,13 +82,21 @@ def export(
     from ..export import FORMATS, Selection, export_pool
 
     if fmt not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}" + (f", got {fmt!r}" if fmt else ""))
+        raise UsageError(
+            f"--format must be one of {', '.join(FORMATS)}" + (f", got {fmt!r}" if fmt else "")
+        )
     if not output or output == "-":
         raise UsageError("-o DIR is required (an export is a directory)")
-    selection = Selection(skills=skill, min_regret=min_regret, max_regret=max_regret,
-                          win_rate=Selection.parse_band(win_rate))
+    selection = Selection(
+        skills=skill,
+        min_regret=min_regret,
+        max_regret=max_regret,
+        win_rate=Selection.parse_band(win_rate),
+    )
     reader = RecordReader(inputs or ["-"], kind=("candidate", "env"))
-    written = export_pool(select(reader, shard, limit), fmt, Path(output), selection, seeds, log=log)
+    written = export_pool(
+        select(reader, shard, limit), fmt, Path(output), selection, seeds, log=log
+    )
     for path in written:
         typer.echo(str(path))
     log.info("exported %d environments as %s to %s", len(written), fmt, output)

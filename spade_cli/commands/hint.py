@@ -68,9 +68,17 @@ def hint(
             check_sandbox()
         eng = engine.load(seed=seed)
         try:
-            for rec in add_hints(records, eng, settings.sampling, sandbox_solutions(sandbox.config()),
-                                 template=template, attempts=settings.attempts,
-                                 max_code_chars=settings.max_code_chars, seed=seed, batch=settings.batch):
+            for rec in add_hints(
+                records,
+                eng,
+                settings.sampling,
+                sandbox_solutions(sandbox.config()),
+                template=template,
+                attempts=settings.attempts,
+                max_code_chars=settings.max_code_chars,
+                seed=seed,
+                batch=settings.batch,
+            ):
                 if "hint" in rec and is_target(rec):
                     h = rec["hint"]
                     stats["hinted"] += 1

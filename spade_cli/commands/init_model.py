@@ -24,22 +24,41 @@ app = make_app(
 
 @app.command()
 def init_model(
-    out_dir: Annotated[Path, typer.Argument(help="Directory to write the model into.", show_default=False)],
-    kind: Annotated[str, typer.Option("--kind", help="tiny: random init in seconds (sizes below); "
-                    "micro: the micro world's model, pretrained on its transcripts for a few "
-                    "minutes on CPU and cached in $SPADE_CACHE or ~/.cache/spade (spade_cli/micro).",
-                    )] = "tiny",
+    out_dir: Annotated[
+        Path, typer.Argument(help="Directory to write the model into.", show_default=False)
+    ],
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--kind",
+            help="tiny: random init in seconds (sizes below); "
+            "micro: the micro world's model, pretrained on its transcripts for a few "
+            "minutes on CPU and cached in $SPADE_CACHE or ~/.cache/spade (spade_cli/micro).",
+        ),
+    ] = "tiny",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weight initialisation.")] = 0,
     train_steps: Annotated[
         int,
-        typer.Option("--train-steps", min=0, help="Optimiser steps on local text after the random "
-                     "init (~0.25 s each on a CPU core); 0 keeps pure random init."),
+        typer.Option(
+            "--train-steps",
+            min=0,
+            help="Optimiser steps on local text after the random "
+            "init (~0.25 s each on a CPU core); 0 keeps pure random init.",
+        ),
     ] = 0,
-    vocab_size: Annotated[int, typer.Option("--vocab-size", min=512, help="Tokenizer vocabulary size.")] = 4096,
+    vocab_size: Annotated[
+        int, typer.Option("--vocab-size", min=512, help="Tokenizer vocabulary size.")
+    ] = 4096,
     hidden_size: Annotated[int, typer.Option("--hidden-size", min=16, help="Model width.")] = 64,
-    layers: Annotated[int, typer.Option("--layers", min=1, help="Number of transformer layers.")] = 2,
-    max_len: Annotated[int, typer.Option("--max-len", min=256, help="Context length (max_position_embeddings).")] = 8192,
-    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory.")] = False,
+    layers: Annotated[
+        int, typer.Option("--layers", min=1, help="Number of transformer layers.")
+    ] = 2,
+    max_len: Annotated[
+        int, typer.Option("--max-len", min=256, help="Context length (max_position_embeddings).")
+    ] = 8192,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write into a non-empty directory.")
+    ] = False,
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
@@ -59,8 +78,14 @@ def init_model(
     if hidden_size % 16:
         raise UsageError("--hidden-size must be a multiple of 16 (4 heads of width >= 4)")
     path = build_tiny_model(
-        out_dir, seed=seed, train_steps=train_steps, vocab_size=vocab_size, hidden_size=hidden_size,
-        intermediate_size=3 * hidden_size, num_hidden_layers=layers, head_dim=hidden_size // 4,
+        out_dir,
+        seed=seed,
+        train_steps=train_steps,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=3 * hidden_size,
+        num_hidden_layers=layers,
+        head_dim=hidden_size // 4,
         max_position_embeddings=max_len,
     )
     log.info("wrote tiny model to %s", path)

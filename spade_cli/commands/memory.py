@@ -22,7 +22,9 @@ app = make_app(
     "Example: spade-memory top memory.jsonl.zst -n 5; spade-memory show memory.jsonl.zst nim-single-heap"
 )
 
-Memory = Annotated[str, typer.Argument(help="Memory file (env records, any compression).", show_default=False)]
+Memory = Annotated[
+    str, typer.Argument(help="Memory file (env records, any compression).", show_default=False)
+]
 SORT_KEYS = ("regret", "reward", "learnability", "round", "replays")
 
 
@@ -66,13 +68,27 @@ def top(
     if by not in SORT_KEYS:
         raise UsageError(f"--by must be one of {', '.join(SORT_KEYS)}, got {by!r}")
     entries = sorted(_load(memory), key=lambda e: (-_key(e, by), e["id"]))[:n]
-    lines = ["id\tname\tround\tregret\tlearnability\tsuccess_nohint\tsuccess_hint\treplays\tsummary"]
+    lines = [
+        "id\tname\tround\tregret\tlearnability\tsuccess_nohint\tsuccess_hint\treplays\tsummary"
+    ]
     for e in entries:
         s = e.get("scores") or {}
-        lines.append("\t".join(_fmt(x) for x in (
-            e["id"], e.get("name"), e.get("round"), s.get("regret"), s.get("learnability"),
-            (s.get("nohint") or {}).get("success_rate"), (s.get("hint") or {}).get("success_rate"),
-            e.get("replays"), e.get("summary"))))
+        lines.append(
+            "\t".join(
+                _fmt(x)
+                for x in (
+                    e["id"],
+                    e.get("name"),
+                    e.get("round"),
+                    s.get("regret"),
+                    s.get("learnability"),
+                    (s.get("nohint") or {}).get("success_rate"),
+                    (s.get("hint") or {}).get("success_rate"),
+                    e.get("replays"),
+                    e.get("summary"),
+                )
+            )
+        )
     _out("\n".join(lines))
 
 
@@ -90,8 +106,15 @@ def list_(
 @app.command()
 def show(
     memory: Memory,
-    key: Annotated[str, typer.Argument(help="Environment id, id prefix, or name (newest wins).", show_default=False)],
-    record: Annotated[bool, typer.Option("--record", help="Print the whole record as JSON, not only the code.")] = False,
+    key: Annotated[
+        str,
+        typer.Argument(
+            help="Environment id, id prefix, or name (newest wins).", show_default=False
+        ),
+    ],
+    record: Annotated[
+        bool, typer.Option("--record", help="Print the whole record as JSON, not only the code.")
+    ] = False,
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
@@ -121,9 +144,15 @@ def exemplars(
 def replay(
     memory: Memory,
     n: Annotated[int, typer.Option("-n", min=0, help="How many environments to replay.")] = 8,
-    round_: Annotated[int, typer.Option("--round", min=0, help="The round they are replayed in (staleness).")] = 0,
-    beta: Annotated[float, typer.Option("--beta", min=1e-6, help="PLR rank temperature; lower is greedier.")] = mem.REPLAY_BETA,
-    rho: Annotated[float, typer.Option("--rho", min=0.0, max=1.0, help="PLR weight of staleness.")] = mem.REPLAY_RHO,
+    round_: Annotated[
+        int, typer.Option("--round", min=0, help="The round they are replayed in (staleness).")
+    ] = 0,
+    beta: Annotated[
+        float, typer.Option("--beta", min=1e-6, help="PLR rank temperature; lower is greedier.")
+    ] = mem.REPLAY_BETA,
+    rho: Annotated[
+        float, typer.Option("--rho", min=0.0, max=1.0, help="PLR weight of staleness.")
+    ] = mem.REPLAY_RHO,
     seed: Seed = 0,
     output: Output = "-",
     zstd: Zstd = False,
@@ -140,10 +169,17 @@ def replay(
 
 @app.command()
 def init(
-    memory: Annotated[str, typer.Argument(help="Memory file to create (written atomically).", show_default=False)],
-    library: Annotated[str | None, typer.Option(
-        "--library", help="Directory of example environments (default: the packaged library, "
-        "or $SPADE_ENV_LIBRARY).")] = None,
+    memory: Annotated[
+        str, typer.Argument(help="Memory file to create (written atomically).", show_default=False)
+    ],
+    library: Annotated[
+        str | None,
+        typer.Option(
+            "--library",
+            help="Directory of example environments (default: the packaged library, "
+            "or $SPADE_ENV_LIBRARY).",
+        ),
+    ] = None,
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
@@ -156,11 +192,19 @@ def init(
 
 @app.command()
 def pool(
-    source: Annotated[str, typer.Argument(
-        help="A directory of environments (the example library, or a released pool as spade-cat --from-dir reads it), a memory file or a candidates file.",
-        show_default=False)],
-    n: Annotated[int, typer.Option("-n", min=0, help="How many environments to draw (0: all).")] = 8,
-    round_: Annotated[int, typer.Option("--round", min=0, help="Round recorded on the candidates.")] = 0,
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A directory of environments (the example library, or a released pool as spade-cat --from-dir reads it), a memory file or a candidates file.",
+            show_default=False,
+        ),
+    ],
+    n: Annotated[
+        int, typer.Option("-n", min=0, help="How many environments to draw (0: all).")
+    ] = 8,
+    round_: Annotated[
+        int, typer.Option("--round", min=0, help="Round recorded on the candidates.")
+    ] = 0,
     seed: Seed = 0,
     output: Output = "-",
     zstd: Zstd = False,
@@ -192,9 +236,17 @@ def pool(
 @app.command()
 def add(
     memory: Memory,
-    candidates: Annotated[list[str], typer.Argument(help="Validated candidate files (`-` for stdin).", show_default=False)],
-    round_: Annotated[int, typer.Option("--round", min=0, help="Round recorded on the new entries.")] = 0,
-    dedup: Annotated[bool, typer.Option("--dedup/--no-dedup", help="Skip duplicates of memory and of each other.")] = True,
+    candidates: Annotated[
+        list[str],
+        typer.Argument(help="Validated candidate files (`-` for stdin).", show_default=False),
+    ],
+    round_: Annotated[
+        int, typer.Option("--round", min=0, help="Round recorded on the new entries.")
+    ] = 0,
+    dedup: Annotated[
+        bool,
+        typer.Option("--dedup/--no-dedup", help="Skip duplicates of memory and of each other."),
+    ] = True,
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:

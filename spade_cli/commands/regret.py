@@ -69,8 +69,9 @@ def read_state(path: str | None) -> dict:
         data = orjson.loads(Path(path).read_bytes())
     except orjson.JSONDecodeError as e:
         raise DataError(f"{path}: not a JSON state file ({e})") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) and {"fast", "slow", "n"} <= v.keys()
-                                             for v in data.values()):
+    if not isinstance(data, dict) or not all(
+        isinstance(v, dict) and {"fast", "slow", "n"} <= v.keys() for v in data.values()
+    ):
         raise DataError(f"{path}: expected an object of {{fast, slow, n}} per skill")
     return data
 
@@ -81,28 +82,55 @@ def regret(
     output: Output = "-",
     memory_path: Annotated[
         str | None,
-        typer.Option("--memory", help="Memory file to de-duplicate against and add accepted environments to "
-                     "(created if missing; updated atomically under a lock)."),
+        typer.Option(
+            "--memory",
+            help="Memory file to de-duplicate against and add accepted environments to "
+            "(created if missing; updated atomically under a lock).",
+        ),
     ] = None,
     round_: Annotated[
-        int | None, typer.Option("--round", min=0, help="Round number for memory entries [default: each candidate's round].")
+        int | None,
+        typer.Option(
+            "--round",
+            min=0,
+            help="Round number for memory entries [default: each candidate's round].",
+        ),
     ] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Score and report, but leave the memory file unchanged.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Score and report, but leave the memory file unchanged."),
+    ] = False,
     summary_json: Annotated[
-        str | None, typer.Option("--summary-json", help="Also write the batch summary as JSON to this file.")
+        str | None,
+        typer.Option("--summary-json", help="Also write the batch summary as JSON to this file."),
     ] = None,
     state: Annotated[
-        str | None, typer.Option("--state", help="learning-potential: JSON file of each skill's "
-                                 "tracker (fast and slow means of its win rate), updated with this "
-                                 "input's plays before scoring and written (atomically) after.")] = None,
+        str | None,
+        typer.Option(
+            "--state",
+            help="learning-potential: JSON file of each skill's "
+            "tracker (fast and slow means of its win rate), updated with this "
+            "input's plays before scoring and written (atomically) after.",
+        ),
+    ] = None,
     state_from: Annotated[
-        str | None, typer.Option("--state-from", help="Read the EMAs from this file instead of --state "
-                                 "(the previous round's), so a rerun starts from the same state.")] = None,
+        str | None,
+        typer.Option(
+            "--state-from",
+            help="Read the EMAs from this file instead of --state "
+            "(the previous round's), so a rerun starts from the same state.",
+        ),
+    ] = None,
     window: Annotated[
-        list[str] | None, typer.Option("--window", help="Rescore spade-regret's output after more agent "
-                                       "steps: a rollouts file of the same environments' later no-hint "
-                                       "plays (repeatable). The win rate (and the rewards built on it) "
-                                       "then covers all no-hint plays; the regret stays from the input.")] = None,
+        list[str] | None,
+        typer.Option(
+            "--window",
+            help="Rescore spade-regret's output after more agent "
+            "steps: a rollouts file of the same environments' later no-hint "
+            "plays (repeatable). The win rate (and the rewards built on it) "
+            "then covers all no-hint plays; the regret stays from the input.",
+        ),
+    ] = None,
     shard: Shard = None,
     limit: Limit = None,
     zstd: Zstd = False,
@@ -110,10 +138,15 @@ def regret(
     settings: RegretSettings,
 ) -> None:
     cfg = ScoreConfig(
-        estimator=settings.estimator, invalid_penalty=settings.invalid_penalty,
-        duplicate_penalty=settings.duplicate_penalty, clip=parse_clip(settings.clip),
-        dedup=settings.dedup, threshold=settings.dedup_threshold, min_regret=settings.min_regret,
-        round=round_, invalid=settings.invalid,
+        estimator=settings.estimator,
+        invalid_penalty=settings.invalid_penalty,
+        duplicate_penalty=settings.duplicate_penalty,
+        clip=parse_clip(settings.clip),
+        dedup=settings.dedup,
+        threshold=settings.dedup_threshold,
+        min_regret=settings.min_regret,
+        round=round_,
+        invalid=settings.invalid,
         shape=settings.shape,
     )
     if settings.shape.plateau_lo > settings.shape.plateau_hi:
@@ -146,9 +179,19 @@ def regret(
     # a rerun recomputes the same scores and adds the same entries (ids are code hashes).
     if memory_path and not dry_run:
         seen = {e["id"] for e in entries}
-        new = memory.update_memory(memory_path, lambda old: memory.evict(memory.merge_into_memory(
-            old, scorer.accepted, scorer.replayed, seen,
-            settings.dedup_threshold if settings.dedup else None), settings.memory_capacity))
+        new = memory.update_memory(
+            memory_path,
+            lambda old: memory.evict(
+                memory.merge_into_memory(
+                    old,
+                    scorer.accepted,
+                    scorer.replayed,
+                    seen,
+                    settings.dedup_threshold if settings.dedup else None,
+                ),
+                settings.memory_capacity,
+            ),
+        )
         log.info("memory %s: %d environments (%+d)", memory_path, len(new), len(new) - len(entries))
     _write_state(state, cfg, dry_run)
     summary = summarize(scorer.scored)
@@ -184,12 +227,21 @@ def window_plays(paths: list[str]) -> dict[str, list[dict]]:
         if not isinstance(episodes, list) or not all(isinstance(e, dict) for e in episodes):
             raise reader.error("rollouts.nohint must be a list of episodes")
         plays.setdefault(str(rec["id"]), []).extend(
-            {"return": e.get("return"), "success": e.get("success")} for e in episodes)
+            {"return": e.get("return"), "success": e.get("success")} for e in episodes
+        )
     return plays
 
 
-def _rescore_window(inputs, window: list[str], output: str, zstd: bool, shard, limit,
-                    cfg: ScoreConfig, estimator: str) -> None:
+def _rescore_window(
+    inputs,
+    window: list[str],
+    output: str,
+    zstd: bool,
+    shard,
+    limit,
+    cfg: ScoreConfig,
+    estimator: str,
+) -> None:
     plays = window_plays(window)
     scores = []
     reader = RecordReader(inputs or ["-"], kind="candidate", required=("id",))
@@ -207,7 +259,9 @@ def _rescore_window(inputs, window: list[str], output: str, zstd: bool, shard, l
         for cand in cands:
             sc = cand.get("score")
             if not isinstance(sc, dict):
-                raise reader.error("candidate has no score: --window rescores spade-regret's output")
+                raise reader.error(
+                    "candidate has no score: --window rescores spade-regret's output"
+                )
             sc = window_score(sc, all_plays(cand), 1 + len(window), cfg, skill_of(cand))
             scores.append(sc)
             out.write({**cand, "score": sc})

@@ -41,6 +41,7 @@ app = make_app(
     "Example: spade-rollout validated.zst --replay replay.zst --model M -k 4 -o rollouts.zst"
 )
 
+
 def _replay_records(paths: list[str]) -> Iterator[dict]:
     """Candidates from `--replay` files: candidate records (spade-memory replay) as they
     are; memory `env` entries become valid replay candidates."""
@@ -59,16 +60,23 @@ def _replay_records(paths: list[str]) -> Iterator[dict]:
 
 
 def _eligible(rec: dict) -> bool:
-    return (rec.get("validation") or {}).get("valid") is True and isinstance((rec.get("env") or {}).get("code"), str)
+    return (rec.get("validation") or {}).get("valid") is True and isinstance(
+        (rec.get("env") or {}).get("code"), str
+    )
 
 
 @stage_command(app, settings=RolloutSettings, engine=EngineSettings, sandbox=SandboxSettings)
 def rollout(
     inputs: Inputs = None,
     output: Output = "-",
-    replay: Annotated[list[str] | None, typer.Option(
-        "--replay", help="More candidates, played after the inputs: spade-memory replay output, "
-        "a memory file (env entries) or any candidate file. Repeatable.")] = None,
+    replay: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--replay",
+            help="More candidates, played after the inputs: spade-memory replay output, "
+            "a memory file (env entries) or any candidate file. Repeatable.",
+        ),
+    ] = None,
     seed: Seed = 0,
     shard: Shard = None,
     limit: Limit = None,
@@ -110,14 +118,29 @@ def rollout(
         bar.update(1)
 
     with open_output(output, zstd) as out:
-        out.write_all(run_rollouts(
-            records, the_agent, k=settings.episodes, seed=seed, sandbox_cfg=cfg,
-            max_turns=settings.max_turns, max_context=settings.max_context,
-            episode_timeout=settings.episode_timeout, batch_size=settings.batch_size,
-            workers=settings.workers, prompt=the_prompt, stats=stats, on_episode=tick,
-            verify=settings.verify, episode_return=settings.episode_return,
-            hint_source=settings.hint_source, contract=settings.contract,
-            action_format=settings.action_format, conditions=conditions))
+        out.write_all(
+            run_rollouts(
+                records,
+                the_agent,
+                k=settings.episodes,
+                seed=seed,
+                sandbox_cfg=cfg,
+                max_turns=settings.max_turns,
+                max_context=settings.max_context,
+                episode_timeout=settings.episode_timeout,
+                batch_size=settings.batch_size,
+                workers=settings.workers,
+                prompt=the_prompt,
+                stats=stats,
+                on_episode=tick,
+                verify=settings.verify,
+                episode_return=settings.episode_return,
+                hint_source=settings.hint_source,
+                contract=settings.contract,
+                action_format=settings.action_format,
+                conditions=conditions,
+            )
+        )
     bar.close()
     log.info("%s", stats.line())
 

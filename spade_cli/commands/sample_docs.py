@@ -25,11 +25,23 @@ app = make_app(
 
 
 def _summary(stats, written: int, skip_bad: bool) -> None:
-    skipped = [f"{v} {k}" for k, v in (("empty", stats.empty), ("shorter than --min-chars", stats.short),
-               ("longer than --max-chars", stats.long), ("duplicate", stats.duplicate)) if v]
+    skipped = [
+        f"{v} {k}"
+        for k, v in (
+            ("empty", stats.empty),
+            ("shorter than --min-chars", stats.short),
+            ("longer than --max-chars", stats.long),
+            ("duplicate", stats.duplicate),
+        )
+        if v
+    ]
     log.info(
         "sampled %d documents from %d scanned in %d files (%d parsed%s)",
-        written, stats.docs, stats.files, stats.parsed, "; skipped " + ", ".join(skipped) if skipped else "",
+        written,
+        stats.docs,
+        stats.files,
+        stats.parsed,
+        "; skipped " + ", ".join(skipped) if skipped else "",
     )
     if skip_bad and stats.bad:
         log.warning("skipped %d bad lines; the first: %s", stats.bad, stats.first_bad)
@@ -37,11 +49,36 @@ def _summary(stats, written: int, skip_bad: bool) -> None:
 
 @stage_command(app, settings=SampleDocsSettings)
 def sample_docs(
-    inputs: Annotated[list[str] | None, typer.Argument(help="Corpus files, globs or directories; NAME=PATH labels a source for --mix; `-` (or none) reads JSON lines from stdin. With --merge: sample files written by --shard jobs.", show_default=False)] = None,
-    merge: Annotated[bool, typer.Option("--merge", help="Inputs are samples written by --shard jobs: merge them into the sample of one run.")] = False,
-    build_demo_corpus: Annotated[str | None, typer.Option("--build-demo-corpus", metavar="OUT", help="Write the demo corpus (standard-library documentation) to OUT and exit.")] = None,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Corpus files, globs or directories; NAME=PATH labels a source for --mix; `-` (or none) reads JSON lines from stdin. With --merge: sample files written by --shard jobs.",
+            show_default=False,
+        ),
+    ] = None,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge",
+            help="Inputs are samples written by --shard jobs: merge them into the sample of one run.",
+        ),
+    ] = False,
+    build_demo_corpus: Annotated[
+        str | None,
+        typer.Option(
+            "--build-demo-corpus",
+            metavar="OUT",
+            help="Write the demo corpus (standard-library documentation) to OUT and exit.",
+        ),
+    ] = None,
     seed: Seed = 0,
-    shard: Annotated[str | None, typer.Option("--shard", help="Read only input files i, i+n, i+2n, ... of the input list (`i/n`); combine the shard outputs with --merge.")] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            help="Read only input files i, i+n, i+2n, ... of the input list (`i/n`); combine the shard outputs with --merge.",
+        ),
+    ] = None,
     output: Output = "-",
     zstd: Zstd = False,
     *,
@@ -73,9 +110,13 @@ def sample_docs(
         weights = corpus.parse_mix(mix)
         names = {s.name for s in sources}
         if unknown := names - weights.keys():
-            raise UsageError(f"--mix gives no weight to input(s) {', '.join(sorted(unknown))}; label inputs NAME=PATH")
+            raise UsageError(
+                f"--mix gives no weight to input(s) {', '.join(sorted(unknown))}; label inputs NAME=PATH"
+            )
         if missing := weights.keys() - names:
-            raise UsageError(f"--mix names {', '.join(sorted(missing))}, which no input is labelled")
+            raise UsageError(
+                f"--mix names {', '.join(sorted(missing))}, which no input is labelled"
+            )
         quotas: dict = corpus.quotas(num, weights)
     else:
         quotas = {None: num}
@@ -86,8 +127,17 @@ def sample_docs(
         if not sources:
             log.warning("shard %s has no input files (shards split the list of files)", shard)
     plan = corpus.Plan(sources, quotas, mixed=mix is not None)
-    opts = corpus.Options(num, seed, s.text_field, s.id_field, min_chars, max_chars, s.excerpt_chars,
-                          s.excerpt_at, s.skip_bad)
+    opts = corpus.Options(
+        num,
+        seed,
+        s.text_field,
+        s.id_field,
+        min_chars,
+        max_chars,
+        s.excerpt_chars,
+        s.excerpt_at,
+        s.skip_bad,
+    )
     with progress_bar("sampling", total=len(corpus.sampler.tasks_of(plan)), unit="file") as bar:
         docs, stats = corpus.sample(plan, opts, s.jobs or corpus.default_jobs(), on_task=bar.update)
     with open_output(output, zstd) as out:
@@ -96,7 +146,9 @@ def sample_docs(
         for pool, q in quotas.items():
             got = sum(1 for d in docs if d["sample"]["pool"] == pool)
             if got < q and part is None:
-                log.warning("pool %s has only %d eligible documents of the %d asked for", pool, got, q)
+                log.warning(
+                    "pool %s has only %d eligible documents of the %d asked for", pool, got, q
+                )
     _summary(stats, len(docs), s.skip_bad)
 
 

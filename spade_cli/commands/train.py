@@ -30,19 +30,41 @@ app = make_app(
     "--role both --lr 1e-6 | jq .path"
 )
 
+
 @stage_command(app, settings=TrainSettings)
 def train(
     inputs: Inputs = None,
-    model: Annotated[str, typer.Option("--model", "-m", help="Starting checkpoint: a local HF model directory, or a peft adapter directory.")] = "",
-    output_dir: Annotated[str, typer.Option("--output-dir", help="Where the new checkpoint is written (HF format).")] = "",
-    output: Annotated[str, typer.Option("-o", "--output", help="Where the `checkpoint` record goes (`-` = stdout).")] = "-",
-    metrics: Annotated[str | None, typer.Option("--metrics", help="Metrics JSONL (default OUTPUT_DIR/metrics.jsonl).")] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Starting checkpoint: a local HF model directory, or a peft adapter directory.",
+        ),
+    ] = "",
+    output_dir: Annotated[
+        str, typer.Option("--output-dir", help="Where the new checkpoint is written (HF format).")
+    ] = "",
+    output: Annotated[
+        str,
+        typer.Option("-o", "--output", help="Where the `checkpoint` record goes (`-` = stdout)."),
+    ] = "-",
+    metrics: Annotated[
+        str | None,
+        typer.Option("--metrics", help="Metrics JSONL (default OUTPUT_DIR/metrics.jsonl)."),
+    ] = None,
     seed: Seed = 0,
     *,
     settings: TrainSettings,
 ) -> None:
-    cfg = TrainJob(**dataclasses.asdict(settings), model=model, output_dir=output_dir,
-                   inputs=list(inputs or ["-"]), seed=seed, metrics_path=metrics)
+    cfg = TrainJob(
+        **dataclasses.asdict(settings),
+        model=model,
+        output_dir=output_dir,
+        inputs=list(inputs or ["-"]),
+        seed=seed,
+        metrics_path=metrics,
+    )
     role, if_empty = cfg.role, cfg.if_empty
     from ..train.grpo import load_groups, model_kind
 
@@ -75,7 +97,11 @@ def train(
             raise UsageError("--output-dir is required")
         if groups is None:
             model_kind(cfg.model)
-            log.warning("no learning signal this round (%s); keeping %s unchanged", info["reason"], cfg.model)
+            log.warning(
+                "no learning signal this round (%s); keeping %s unchanged",
+                info["reason"],
+                cfg.model,
+            )
         else:
             info = _train(cfg, groups, stats)
     finally:
@@ -84,9 +110,16 @@ def train(
     if info is None:  # a machine of rank > 0: the main machine writes the record
         return
     if info["steps"]:
-        log.info("checkpoint %s (%s) after %d steps, loss %.4g", info["path"], info["format"], info["steps"],
-                 info["train_loss"])
-    rec = new_record("checkpoint", make_id("ckpt", info["path"], info["base_model"], role, seed), [], **info)
+        log.info(
+            "checkpoint %s (%s) after %d steps, loss %.4g",
+            info["path"],
+            info["format"],
+            info["steps"],
+            info["train_loss"],
+        )
+    rec = new_record(
+        "checkpoint", make_id("ckpt", info["path"], info["base_model"], role, seed), [], **info
+    )
     with open_output(output) as out:
         out.write(rec)
 
@@ -97,15 +130,27 @@ def _say_refused(stats: Any) -> None:
     refused = stats.refused()
     if refused:
         why = ", ".join(f"{reason} {n}" for reason, n in sorted(refused.items()))
-        log.info("dropped %d episodes and designs of environments that train no one (%s)",
-                 sum(refused.values()), why)
+        log.info(
+            "dropped %d episodes and designs of environments that train no one (%s)",
+            sum(refused.values()),
+            why,
+        )
 
 
 def _unchanged(cfg: TrainJob, e: NothingToTrain) -> dict:
     path = str(Path(cfg.model).resolve()) if cfg.model else ""
-    return {"path": path, "base_model": path, "role": cfg.role, "format": "unchanged", "metrics_path": None,
-            "steps": 0, "samples": 0, "groups": {"designer": 0, "agent": 0},
-            "skipped": dict(e.stats.skipped), "reason": e.problem}
+    return {
+        "path": path,
+        "base_model": path,
+        "role": cfg.role,
+        "format": "unchanged",
+        "metrics_path": None,
+        "steps": 0,
+        "samples": 0,
+        "groups": {"designer": 0, "agent": 0},
+        "skipped": dict(e.stats.skipped),
+        "reason": e.problem,
+    }
 
 
 def _train(cfg: TrainJob, groups: list, stats: Any) -> dict | None:
@@ -117,15 +162,25 @@ def _train(cfg: TrainJob, groups: list, stats: Any) -> dict | None:
     plan = plan_batches(cfg, groups, cfg.num_processes)
     log.info(
         "%d groups (designer %d, agent %d), %d samples, group size %d, %d optimizer steps; skipped %s",
-        len(groups), stats.groups["designer"], stats.groups["agent"], stats.samples,
-        plan["group_size"], plan["steps"], dict(stats.skipped) or "nothing",
+        len(groups),
+        stats.groups["designer"],
+        stats.groups["agent"],
+        stats.samples,
+        plan["group_size"],
+        plan["steps"],
+        dict(stats.skipped) or "nothing",
     )
     if plan["left_out_groups"]:
-        log.warning("%d groups do not fill a whole batch of groups and are left out this round",
-                    plan["left_out_groups"])
+        log.warning(
+            "%d groups do not fill a whole batch of groups and are left out this round",
+            plan["left_out_groups"],
+        )
     if stats.truncated_prompts or stats.truncated_completions:
-        log.warning("truncated %d prompts and %d completions to the length limits",
-                    stats.truncated_prompts, stats.truncated_completions)
+        log.warning(
+            "truncated %d prompts and %d completions to the length limits",
+            stats.truncated_prompts,
+            stats.truncated_completions,
+        )
     if cfg.num_processes > 1 or cfg.num_machines > 1 or cfg.accelerate_config:
         from ..train.launch import launch
 

@@ -48,11 +48,18 @@ app = make_app(
 def validate(
     inputs: Inputs = None,
     output: Output = "-",
-    rejects: Annotated[str | None, typer.Option(
-        "--rejects", help="Also write the invalid candidates to this file.")] = None,
-    memory: Annotated[str | None, typer.Option(
-        "--memory", help="Environment memory file: designs with the same normalised code "
-        "as a memory entry are duplicates.")] = None,
+    rejects: Annotated[
+        str | None,
+        typer.Option("--rejects", help="Also write the invalid candidates to this file."),
+    ] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            help="Environment memory file: designs with the same normalised code "
+            "as a memory entry are duplicates.",
+        ),
+    ] = None,
     seed: Seed = 0,
     shard: Shard = None,
     limit: Limit = None,
@@ -84,20 +91,31 @@ def validate(
     verdicts = validate_records(
         progress(select(reader, shard, limit), "validate"),
         lambda code: EnvSession(code, cfg),
-        seeds=settings.seeds, seed=seed, workers=settings.workers, memory=mem, near=settings.near,
-        stats=stats, candidate_timeout=settings.candidate_timeout, contract=settings.contract,
-        reject_single_shot=settings.reject_single_shot, require_solution=settings.require_solution,
-        keep_trajectory=settings.judge)
+        seeds=settings.seeds,
+        seed=seed,
+        workers=settings.workers,
+        memory=mem,
+        near=settings.near,
+        stats=stats,
+        candidate_timeout=settings.candidate_timeout,
+        contract=settings.contract,
+        reject_single_shot=settings.reject_single_shot,
+        require_solution=settings.require_solution,
+        keep_trajectory=settings.judge,
+    )
     eng = None
     if settings.judge:
         from ..envs.judge import judge_records, load_template
 
         eng = engine.load(seed=seed)
-        verdicts = judge_records(verdicts, eng, settings.judge_sampling, template=load_template(),
-                                 seed=seed)
+        verdicts = judge_records(
+            verdicts, eng, settings.judge_sampling, template=load_template(), seed=seed
+        )
     try:
-        with open_output(output, zstd) as out, \
-                (RecordWriter(rejects) if rejects else nullcontext()) as rej:
+        with (
+            open_output(output, zstd) as out,
+            RecordWriter(rejects) if rejects else nullcontext() as rej,
+        ):
             for rec in verdicts:
                 if rec["validation"]["reason"] == "judged_invalid":
                     stats["ok"] -= 1
@@ -115,8 +133,13 @@ def _summary(stats: Counter) -> None:
     total = sum(stats.values())
     valid = stats.get("ok", 0)
     bad = ", ".join(f"{r} {stats[r]}" for r in REASONS if r != "ok" and stats.get(r))
-    log.info("validated %d candidates: %d valid, %d invalid%s", total, valid, total - valid,
-             f" ({bad})" if bad else "")
+    log.info(
+        "validated %d candidates: %d valid, %d invalid%s",
+        total,
+        valid,
+        total - valid,
+        f" ({bad})" if bad else "",
+    )
 
 
 main = entry(app, "spade-validate")

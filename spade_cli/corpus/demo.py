@@ -26,10 +26,27 @@ from typing import Any
 # Modules whose import has side effects (a browser, printing, a GUI) or that are
 # test-only or platform-specific; everything else public in sys.stdlib_module_names.
 SKIP = {
-    "antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "test",
-    "ensurepip", "pydoc_data", "lib2to3", "msvcrt", "winreg", "winsound", "nt",
-    "xxlimited", "xxsubtype", "xxlimited_35", "__future__", "sre_compile",
-    "sre_constants", "sre_parse",
+    "antigravity",
+    "this",
+    "idlelib",
+    "tkinter",
+    "turtle",
+    "turtledemo",
+    "test",
+    "ensurepip",
+    "pydoc_data",
+    "lib2to3",
+    "msvcrt",
+    "winreg",
+    "winsound",
+    "nt",
+    "xxlimited",
+    "xxsubtype",
+    "xxlimited_35",
+    "__future__",
+    "sre_compile",
+    "sre_constants",
+    "sre_parse",
 }
 MIN_CLASS_DOC = 300  # a class gets its own document only if it says this much
 MAX_MEMBER_DOC = 1500  # keep one long docstring from swamping a module document
@@ -113,7 +130,11 @@ def _class_doc(modname: str, name: str, cls: type) -> str:
             continue
         doc = _doc(meth, MAX_MEMBER_DOC)
         if doc:
-            parts += [f"    {mname}{_signature(meth)}", "        " + doc.replace("\n", "\n        "), ""]
+            parts += [
+                f"    {mname}{_signature(meth)}",
+                "        " + doc.replace("\n", "\n        "),
+                "",
+            ]
     return "\n".join(parts).strip() + "\n"
 
 
@@ -123,7 +144,11 @@ def demo_documents() -> list[dict]:
     names = sorted(n for n in sys.stdlib_module_names if not n.startswith("_") and n not in SKIP)
     sink = io.StringIO()
     for modname in names:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(sink),
+            contextlib.redirect_stderr(sink),
+        ):
             warnings.simplefilter("ignore")
             try:
                 module = importlib.import_module(modname)
@@ -132,12 +157,21 @@ def demo_documents() -> list[dict]:
         members = _public(module)
         text = _clean(_module_doc(modname, module, members))
         if len(text) > 200:
-            docs[modname] = {"id": modname, "title": f"module {modname}", "module": modname, "text": text}
+            docs[modname] = {
+                "id": modname,
+                "title": f"module {modname}",
+                "module": modname,
+                "text": text,
+            }
         for name, obj in members:
             if inspect.isclass(obj) and len(_doc(obj)) >= MIN_CLASS_DOC:
                 key = f"{modname}.{name}"
-                docs[key] = {"id": key, "title": f"class {key}", "module": modname,
-                             "text": _clean(_class_doc(modname, name, obj))}
+                docs[key] = {
+                    "id": key,
+                    "title": f"class {key}",
+                    "module": modname,
+                    "text": _clean(_class_doc(modname, name, obj)),
+                }
     return [docs[k] for k in sorted(docs)]
 
 
@@ -158,11 +192,20 @@ def build_demo_corpus(path: str) -> int:
     from ..errors import DataError
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    r = subprocess.run([sys.executable, "-m", "spade_cli.corpus.demo", path], env=env,
-                       capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "spade_cli.corpus.demo", path],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
-        raise DataError(f"building the demo corpus failed: {r.stderr.strip().splitlines()[-1:]}", path)
+        raise DataError(
+            f"building the demo corpus failed: {r.stderr.strip().splitlines()[-1:]}", path
+        )
     return int(r.stderr.split()[1])
 
 

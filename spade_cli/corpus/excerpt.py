@@ -26,7 +26,9 @@ import re
 _SPACE = re.compile(r"\s")
 
 
-def excerpt_window(text: str, width: int, rng: random.Random, at: str = "random") -> tuple[int, int]:
+def excerpt_window(
+    text: str, width: int, rng: random.Random, at: str = "random"
+) -> tuple[int, int]:
     """(start, end) of the excerpt of `text`; (0, len(text)) when it fits."""
     total = len(text)
     if width <= 0 or total <= width:

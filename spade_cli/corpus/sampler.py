@@ -150,7 +150,9 @@ def _field(rec: dict, path: str) -> Any:
 class Scanner:
     """Reads sources of one pool into a reservoir, parsing only what could be sampled."""
 
-    def __init__(self, opts: Options, reservoir: Reservoir, outside: Callable[[], int] | None = None):
+    def __init__(
+        self, opts: Options, reservoir: Reservoir, outside: Callable[[], int] | None = None
+    ):
         self.opts, self.res = opts, reservoir
         self.outside = outside  # the best threshold known elsewhere (other processes)
         self.stats = Stats()
@@ -161,7 +163,9 @@ class Scanner:
 
     def scan(self, src: Source) -> None:
         self.stats.files += 1
-        {"jsonl": self._scan_jsonl, "parquet": self._scan_parquet, "text": self._scan_text}[src.fmt](src)
+        {"jsonl": self._scan_jsonl, "parquet": self._scan_parquet, "text": self._scan_text}[
+            src.fmt
+        ](src)
 
     # -- problems
 
@@ -174,8 +178,15 @@ class Scanner:
 
     # -- one candidate document
 
-    def _consider(self, key: int, text: Any, src: Source, where: dict, loc: tuple[str, int | None],
-                  doc_id: Any = None) -> None:
+    def _consider(
+        self,
+        key: int,
+        text: Any,
+        src: Source,
+        where: dict,
+        loc: tuple[str, int | None],
+        doc_id: Any = None,
+    ) -> None:
         st, o = self.stats, self.opts
         if text is None:
             st.empty += 1
@@ -193,14 +204,21 @@ class Scanner:
         if o.max_chars is not None and total > o.max_chars:
             st.long += 1
             return
-        rid = "doc-" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()[:16]
+        rid = (
+            "doc-"
+            + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()[
+                :16
+            ]
+        )
 
         def make() -> tuple:
             # Only the window is kept, so memory stays bounded by n windows; the record
             # itself is built once, for the documents that end up in the sample.
             start, end = 0, total
             if total > o.excerpt_chars > 0:
-                start, end = excerpt_window(text, o.excerpt_chars, rng_for(o.seed, "excerpt", rid), o.excerpt_at)
+                start, end = excerpt_window(
+                    text, o.excerpt_chars, rng_for(o.seed, "excerpt", rid), o.excerpt_at
+                )
             return (text[start:end], start, end, total, src, where, doc_id)
 
         if self.res.offer(key, rid, make) == "duplicate":
@@ -224,7 +242,9 @@ class Scanner:
             text = _field(rec, self.opts.text_field)
             doc_id = _field(rec, self.opts.id_field) if self.opts.id_field else None
         except KeyError as e:
-            self._bad(f"missing field {e.args[0]!r} (choose it with --text-field / --id-field)", *loc)
+            self._bad(
+                f"missing field {e.args[0]!r} (choose it with --text-field / --id-field)", *loc
+            )
             return
         self._consider(key, text, src, {"line": lineno, "offset": offset}, loc, doc_id)
 
@@ -274,7 +294,9 @@ class Scanner:
             self.stats.docs += 1
             key = key_for(fseed, base_line + 1)
             if key < self.threshold():
-                self._consider_json(key, b"".join(head), src, base_line + 1, chunk_off - sum(map(len, head)))
+                self._consider_json(
+                    key, b"".join(head), src, base_line + 1, chunk_off - sum(map(len, head))
+                )
 
     def _scan_parquet(self, src: Source) -> None:
         import numpy as np
@@ -307,7 +329,9 @@ class Scanner:
                         break
                     self.stats.parsed += 1
                     row = row0 + c
-                    self._consider(key, text, src, {"row": row}, (f"{src.path}: row {row}", None), doc_id)
+                    self._consider(
+                        key, text, src, {"row": row}, (f"{src.path}: row {row}", None), doc_id
+                    )
             self.stats.docs += nrows
             row0 += nrows
 
@@ -387,8 +411,9 @@ def _run_task(task: list[Source]) -> tuple[str | None, list, Stats]:
     return pool, scanner.res.entries(), scanner.stats
 
 
-def sample(plan: Plan, opts: Options, jobs: int = 1,
-           on_task: Callable[[int], None] | None = None) -> tuple[list[dict], Stats]:
+def sample(
+    plan: Plan, opts: Options, jobs: int = 1, on_task: Callable[[int], None] | None = None
+) -> tuple[list[dict], Stats]:
     """The sample as doc records sorted by key, and what the scan saw. `on_task(k)` is
     called as tasks (files, or batches of text files) finish, with how many finished."""
     reservoirs = {p: Reservoir(q) for p, q in plan.quotas.items()}
@@ -412,8 +437,9 @@ def sample(plan: Plan, opts: Options, jobs: int = 1,
 
         ctx = multiprocessing.get_context("fork")
         shared = ctx.RawArray("q", [KEY_LIMIT] * len(plan.pools))
-        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(opts, plan, shared)) as ex:
+        with ProcessPoolExecutor(
+            jobs, mp_context=ctx, initializer=_init_worker, initargs=(opts, plan, shared)
+        ) as ex:
             pending = {ex.submit(_run_task, t) for t in tasks}
             try:
                 while pending:
@@ -432,8 +458,11 @@ def sample(plan: Plan, opts: Options, jobs: int = 1,
                 for fut in pending:  # a bad file ends the run without reading the rest
                     fut.cancel()
                 raise
-    out = [(k, rid, _record(k, rid, item, opts, p, res.n)) for p, res in reservoirs.items()
-           for k, rid, item in res.entries()]
+    out = [
+        (k, rid, _record(k, rid, item, opts, p, res.n))
+        for p, res in reservoirs.items()
+        for k, rid, item in res.entries()
+    ]
     out.sort(key=lambda e: (e[0], e[1]))
     return [rec for _, _, rec in out], stats
 
@@ -460,4 +489,6 @@ def merge(records: Iterable[dict], where: Callable[[], str]) -> list[dict]:
 
 
 def default_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )

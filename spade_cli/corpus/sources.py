@@ -93,8 +93,12 @@ def _walk_corpus(root: str, fmt: str) -> list[str]:
     if fmt != "auto" or not records:
         return paths
     if len(records) < len(paths):
-        log.info("%s: reading its %d records files, ignoring %d other files",
-                 root, len(records), len(paths) - len(records))
+        log.info(
+            "%s: reading its %d records files, ignoring %d other files",
+            root,
+            len(records),
+            len(paths) - len(records),
+        )
     return records
 
 
@@ -127,13 +131,19 @@ def expand_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
                 raise DataError("no files match this pattern", pattern)
         else:
             raise DataError("no such file or directory", pattern)
-        name = label or ("<stdin>" if pattern == "-" else _label_of(pattern.split("*")[0] or pattern))
+        name = label or (
+            "<stdin>" if pattern == "-" else _label_of(pattern.split("*")[0] or pattern)
+        )
         for p in paths:
             p = p if p == "-" else os.path.normpath(p)
             if p in seen:
                 continue
             seen.add(p)
-            kind = "jsonl" if p == "-" and fmt == "auto" else (detect_format(p) if fmt == "auto" else fmt)
+            kind = (
+                "jsonl"
+                if p == "-" and fmt == "auto"
+                else (detect_format(p) if fmt == "auto" else fmt)
+            )
             size = 0 if p == "-" else os.path.getsize(p)
             sources.append(Source(p, kind, name, size, sampling_key(index, p, root)))
     return sources
@@ -149,7 +159,9 @@ def parse_mix(spec: str) -> dict[str, float]:
         except ValueError:
             w = -1.0
         if not eq or not name or w <= 0 or name in weights:
-            raise UsageError(f"--mix must look like name=weight,name=weight with weights > 0, got {spec!r}")
+            raise UsageError(
+                f"--mix must look like name=weight,name=weight with weights > 0, got {spec!r}"
+            )
         weights[name] = w
     return weights
 

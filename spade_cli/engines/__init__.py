@@ -20,7 +20,15 @@ from .base import Engine, Generation, Sampling, parse_tool_calls
 
 ENGINES = ("auto", "hf", "vllm", "openai")
 
-__all__ = ["ENGINES", "Engine", "Generation", "Sampling", "load_engine", "parse_tool_calls", "resolve_engine"]
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "Generation",
+    "Sampling",
+    "load_engine",
+    "parse_tool_calls",
+    "resolve_engine",
+]
 
 
 def _cuda() -> bool:
@@ -82,7 +90,9 @@ def _construct(kind: str, model: str, opts: dict) -> Engine:
         return HFEngine(model, **opts)
     if kind == "vllm":
         if importlib.util.find_spec("vllm") is None:
-            raise ResourceError("engine vllm: the vllm package is not installed (pip install 'spade-cli[gpu]')")
+            raise ResourceError(
+                "engine vllm: the vllm package is not installed (pip install 'spade-cli[gpu]')"
+            )
         from .vllm import VLLMEngine
 
         return VLLMEngine(model, **opts)

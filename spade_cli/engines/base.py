@@ -36,9 +36,16 @@ class Sampling:
     """How to sample; its first three fields are also the sampling options of every
     generating command (each stage nests it with its own defaults: `settings.group`)."""
 
-    temperature: float = option(1.0, "--temperature", min=0.0, help="Sampling temperature (0 = greedy).")
+    temperature: float = option(
+        1.0, "--temperature", min=0.0, help="Sampling temperature (0 = greedy)."
+    )
     top_p: float = option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling mass.")
-    max_tokens: int = option(256, "--max-tokens", min=1, help="Most tokens generated per completion (a design, an agent turn, a hint).")
+    max_tokens: int = option(
+        256,
+        "--max-tokens",
+        min=1,
+        help="Most tokens generated per completion (a design, an agent turn, a hint).",
+    )
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
 
@@ -116,8 +123,9 @@ def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:
 
 def chat_ids(tokenizer: Any, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
     """Token ids of `messages` under `tokenizer`'s chat template, generation prompt added."""
-    text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
-                                         add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        messages, tools=tools or None, tokenize=False, add_generation_prompt=True
+    )
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
@@ -137,11 +145,17 @@ class Engine(ABC):
         return chat_ids(self.tokenizer, messages, tools)
 
     @abstractmethod
-    def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling | list[Sampling]
+    ) -> list[Generation]:
         """One completion per prompt (token ids), in order."""
 
-    def chat(self, conversations: list[list[dict]], sampling: Sampling | list[Sampling],
-             tools: list[dict] | list[list[dict] | None] | None = None) -> list[Generation]:
+    def chat(
+        self,
+        conversations: list[list[dict]],
+        sampling: Sampling | list[Sampling],
+        tools: list[dict] | list[list[dict] | None] | None = None,
+    ) -> list[Generation]:
         """Generate one assistant turn per conversation. `tools` is one list of tool specs
         shared by all conversations, or one entry (a list or None) per conversation."""
         per_conv = _tools_per_conversation(tools, len(conversations))

@@ -41,9 +41,16 @@ log = logging.getLogger("spade")
 class HFEngine(Engine):
     name = "hf"
 
-    def __init__(self, model: str, device: str | None = None, dtype: str | None = None,
-                 max_batch_size: int | None = None, max_model_len: int | None = None,
-                 trust_remote_code: bool = False, **_ignored):
+    def __init__(
+        self,
+        model: str,
+        device: str | None = None,
+        dtype: str | None = None,
+        max_batch_size: int | None = None,
+        max_model_len: int | None = None,
+        trust_remote_code: bool = False,
+        **_ignored,
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -84,12 +91,16 @@ class HFEngine(Engine):
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling | list[Sampling]
+    ) -> list[Generation]:
         # One generate at a time: seeded batches swap torch's global RNG state.
         with self._lock:
             return self._generate(prompts, sampling)
 
-    def _generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
+    def _generate(
+        self, prompts: list[list[int]], sampling: Sampling | list[Sampling]
+    ) -> list[Generation]:
         samplings = as_list(sampling, len(prompts))
         results: list[Generation | None] = [None] * len(prompts)
         groups: dict[tuple, list[int]] = defaultdict(list)
@@ -104,17 +115,24 @@ class HFEngine(Engine):
             step = self.max_batch_size or len(idx)
             for b in range(0, len(idx), step):
                 chunk = idx[b : b + step]
-                outs = self._generate_batch([list(prompts[i]) for i in chunk], [samplings[i] for i in chunk])
+                outs = self._generate_batch(
+                    [list(prompts[i]) for i in chunk], [samplings[i] for i in chunk]
+                )
                 for i, g in zip(chunk, outs, strict=True):
                     results[i] = g
         return results  # type: ignore[return-value]
 
-    def _generate_batch(self, prompts: list[list[int]], samplings: list[Sampling]) -> list[Generation]:
+    def _generate_batch(
+        self, prompts: list[list[int]], samplings: list[Sampling]
+    ) -> list[Generation]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
         s0 = samplings[0]
-        budgets = [min(s.max_tokens, self.max_model_len - len(p)) for p, s in zip(prompts, samplings, strict=True)]
+        budgets = [
+            min(s.max_tokens, self.max_model_len - len(p))
+            for p, s in zip(prompts, samplings, strict=True)
+        ]
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self._pad, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -124,7 +142,11 @@ class HFEngine(Engine):
         greedy = s0.temperature <= 0
         # top_k=0 switches off a top_k the checkpoint's generation_config may set
         # (Qwen ships top_k=20): only temperature and top_p shape the distribution.
-        knobs = {} if greedy else dict(temperature=float(s0.temperature), top_p=float(s0.top_p), top_k=0)
+        knobs = (
+            {}
+            if greedy
+            else dict(temperature=float(s0.temperature), top_p=float(s0.top_p), top_k=0)
+        )
         config = GenerationConfig(
             max_new_tokens=max(budgets),
             do_sample=not greedy,
@@ -132,13 +154,24 @@ class HFEngine(Engine):
             pad_token_id=self._pad,
             **knobs,
         )
-        recorder = _LogprobRecorder(1.0, 1.0) if greedy else _LogprobRecorder(float(s0.temperature), float(s0.top_p))
+        recorder = (
+            _LogprobRecorder(1.0, 1.0)
+            if greedy
+            else _LogprobRecorder(float(s0.temperature), float(s0.top_p))
+        )
         stopper = _RowStopper(self.tokenizer, width, budgets, [s.stop for s in samplings])
         cache = self._cache(prompts, width, max(budgets)) if self.device == "cpu" else None
         seeds = [s.seed for s in samplings]
-        seed = int(stable_hash("hf-batch", *seeds, n=8), 16) & 0x7FFFFFFF if any(x is not None for x in seeds) else None
+        seed = (
+            int(stable_hash("hf-batch", *seeds, n=8), 16) & 0x7FFFFFFF
+            if any(x is not None for x in seeds)
+            else None
+        )
         devices = [torch.device(self.device)] if self.device.startswith("cuda") else []
-        with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
+        with (
+            torch.random.fork_rng(devices=devices, enabled=seed is not None),
+            torch.inference_mode(),
+        ):
             if seed is not None:
                 torch.manual_seed(seed)
             seqs = self.lm.generate(
@@ -164,7 +197,9 @@ class HFEngine(Engine):
                 end, reason = stopper.stop_at[r], "stop"
             ids = gen[:end]
             text, _ = cut_at_stop(self.decode(ids), samplings[r].stop)
-            out.append(Generation(text, prompt, ids, [float(x) for x in lps[r, :end].tolist()], reason))
+            out.append(
+                Generation(text, prompt, ids, [float(x) for x in lps[r, :end].tolist()], reason)
+            )
         return out
 
     def _cache(self, prompts: list[list[int]], width: int, new_tokens: int):
@@ -181,7 +216,9 @@ class HFEngine(Engine):
 
         if self._n_layers is None:
             layers = DynamicCache(config=self.lm.config).layers
-            self._n_layers = len(layers) if layers and all(type(x) is DynamicLayer for x in layers) else 0
+            self._n_layers = (
+                len(layers) if layers and all(type(x) is DynamicLayer for x in layers) else 0
+            )
         if not self._n_layers:
             return None
         capacity = width + new_tokens
@@ -189,13 +226,19 @@ class HFEngine(Engine):
         cache.layers = [_reserved_layer_class()(capacity) for _ in range(self._n_layers)]
         if len({len(p) for p in prompts}) == 1 or min(len(p) for p in prompts) < 2:
             return cache
-        keep = {"logits_to_keep": 1} if getattr(self.lm, "_supports_logits_to_keep", lambda: False)() else {}
+        keep = (
+            {"logits_to_keep": 1}
+            if getattr(self.lm, "_supports_logits_to_keep", lambda: False)()
+            else {}
+        )
         done: dict[tuple, list] = {}
         with torch.inference_mode():
             for p in prompts:
                 key = tuple(p[:-1])
                 if key not in done:
-                    out = self.lm(input_ids=torch.tensor([key], device=self.device), use_cache=True, **keep)
+                    out = self.lm(
+                        input_ids=torch.tensor([key], device=self.device), use_cache=True, **keep
+                    )
                     done[key] = [(x.keys, x.values) for x in out.past_key_values.layers]
             for li, layer in enumerate(cache.layers):
                 k0, v0 = done[tuple(prompts[0][:-1])][li]
@@ -232,12 +275,18 @@ def _reserved_layer_class():
             if not self.is_initialized:
                 b, h, _, d = key_states.shape
                 vshape = (b, value_states.shape[1], self.capacity, value_states.shape[3])
-                self.adopt(key_states.new_empty((b, h, self.capacity, d)), value_states.new_empty(vshape), 0)
+                self.adopt(
+                    key_states.new_empty((b, h, self.capacity, d)),
+                    value_states.new_empty(vshape),
+                    0,
+                )
             start = self.keys.shape[-2]
             end = start + key_states.shape[-2]
             views = self.kbuf is not None and self.keys.data_ptr() == self.kbuf.data_ptr()
             if not views or end > self.kbuf.shape[-2] or key_states.shape[0] != self.kbuf.shape[0]:
-                self.kbuf = self.vbuf = None  # reordered, cropped past or outgrown: plain cat from here
+                self.kbuf = self.vbuf = (
+                    None  # reordered, cropped past or outgrown: plain cat from here
+                )
                 return super().update(key_states, value_states, *args, **kwargs)
             self.kbuf[:, :, start:end] = key_states
             self.vbuf[:, :, start:end] = value_states
@@ -260,21 +309,50 @@ def _register_cpu_sdpa() -> None:
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    def attention(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        dropout=0.0,
+        scaling=None,
+        is_causal=None,
+        **kwargs,
+    ):
         import torch
 
-        if (query.device.type != "cpu" or getattr(module, "num_key_value_groups", 1) == 1
-                or kwargs.get("position_bias") is not None or kwargs.get("output_attentions")):
-            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                          scaling=scaling, is_causal=is_causal, **kwargs)
+        if (
+            query.device.type != "cpu"
+            or getattr(module, "num_key_value_groups", 1) == 1
+            or kwargs.get("position_bias") is not None
+            or kwargs.get("output_attentions")
+        ):
+            return sdpa_attention_forward(
+                module,
+                query,
+                key,
+                value,
+                attention_mask,
+                dropout=dropout,
+                scaling=scaling,
+                is_causal=is_causal,
+                **kwargs,
+            )
         q_len = query.shape[2]
         is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
         is_causal = bool(q_len > 1 and attention_mask is None and is_causal)
         if is_causal and key.shape[2] > q_len:
             key, value = key[:, :, :q_len], value[:, :, :q_len]
         out = torch.nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
-            is_causal=is_causal, enable_gqa=True,
+            query,
+            key,
+            value,
+            attn_mask=attention_mask,
+            dropout_p=dropout,
+            scale=scaling,
+            is_causal=is_causal,
+            enable_gqa=True,
         )
         return out.transpose(1, 2).contiguous(), None
 

@@ -44,10 +44,20 @@ RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 class OpenAIEngine(Engine):
     name = "openai"
 
-    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
-                 tokenizer: str | None = None, served_model: str | None = None, api: str = "completions",
-                 timeout: float = 600.0, max_concurrency: int = 16, max_model_len: int | None = None,
-                 retries: int = 3, **_ignored):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        tokenizer: str | None = None,
+        served_model: str | None = None,
+        api: str = "completions",
+        timeout: float = 600.0,
+        max_concurrency: int = 16,
+        max_model_len: int | None = None,
+        retries: int = 3,
+        **_ignored,
+    ):
         from transformers import AutoTokenizer
 
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
@@ -58,7 +68,9 @@ class OpenAIEngine(Engine):
         self.base_url = base_url.rstrip("/")
         if not self.base_url.endswith("/v1"):
             self.base_url += "/v1"
-        self.api_key = api_key or os.environ.get("SPADE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self.api_key = (
+            api_key or os.environ.get("SPADE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        )
         self.api = api
         self.served_model = served_model or model
         self.timeout = float(timeout)
@@ -82,17 +94,23 @@ class OpenAIEngine(Engine):
             headers["Authorization"] = f"Bearer {self.api_key}"
         delay = 1.0
         for attempt in range(self.retries + 1):
-            req = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
+            req = urllib.request.Request(
+                url, data=data, headers=headers, method="GET" if body is None else "POST"
+            )
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                     return json.loads(resp.read())
             except urllib.error.HTTPError as e:
                 detail = " ".join(e.read()[:300].decode(errors="replace").split())
                 if e.code not in RETRY_STATUS or attempt == self.retries:
-                    raise ResourceError(f"engine openai: HTTP {e.code} from {url}: {detail}") from None
+                    raise ResourceError(
+                        f"engine openai: HTTP {e.code} from {url}: {detail}"
+                    ) from None
             except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
                 if attempt == self.retries:
-                    raise ResourceError(f"engine openai: cannot reach {url}: {first_line(e)}") from None
+                    raise ResourceError(
+                        f"engine openai: cannot reach {url}: {first_line(e)}"
+                    ) from None
             log.debug("openai: retrying %s in %.0fs", url, delay)
             time.sleep(delay)
             delay *= 2
@@ -121,17 +139,26 @@ class OpenAIEngine(Engine):
     # ------------------------------------------------------------------ generation
 
     def _common(self, s: Sampling, max_tokens: int) -> dict:
-        body = {"model": self.served_model, "max_tokens": max_tokens,
-                "temperature": float(s.temperature), "top_p": float(s.top_p)}
+        body = {
+            "model": self.served_model,
+            "max_tokens": max_tokens,
+            "temperature": float(s.temperature),
+            "top_p": float(s.top_p),
+        }
         if s.seed is not None:
             body["seed"] = int(s.seed)
         if s.stop:
             body["stop"] = list(s.stop)
         return body
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling | list[Sampling]
+    ) -> list[Generation]:
         samplings = as_list(sampling, len(prompts))
-        return self._map(lambda ps: self._complete(list(ps[0]), ps[1]), list(zip(prompts, samplings, strict=True)))
+        return self._map(
+            lambda ps: self._complete(list(ps[0]), ps[1]),
+            list(zip(prompts, samplings, strict=True)),
+        )
 
     def _complete(self, prompt: list[int], s: Sampling) -> Generation:
         room = self.max_model_len - len(prompt)
@@ -139,7 +166,9 @@ class OpenAIEngine(Engine):
             return Generation("", prompt, [], [], "length" if s.max_tokens <= 0 else "context")
         body = self._common(s, min(s.max_tokens, room))
         if self.api == "completions":
-            body.update(prompt=prompt, logprobs=0, return_token_ids=True, return_tokens_as_token_ids=True)
+            body.update(
+                prompt=prompt, logprobs=0, return_token_ids=True, return_tokens_as_token_ids=True
+            )
         else:
             body.update(prompt=self.tokenizer.decode(prompt), logprobs=0)
         choice = self._request("/completions", body)["choices"][0]
@@ -162,13 +191,17 @@ class OpenAIEngine(Engine):
         ids = list(self.tokenizer.encode(text, add_special_tokens=False))
         # Ended by the end-of-turn token (not a stop string, not the length limit):
         # keep that token, as the other engines do.
-        if choice.get("finish_reason") in ("stop", "tool_calls") and choice.get("stop_reason") is None \
-                and self.tokenizer.eos_token_id is not None:
+        if (
+            choice.get("finish_reason") in ("stop", "tool_calls")
+            and choice.get("stop_reason") is None
+            and self.tokenizer.eos_token_id is not None
+        ):
             ids.append(int(self.tokenizer.eos_token_id))
         return ids
 
-    def chat(self, conversations: list[list[dict]], sampling: Sampling | list[Sampling],
-             tools=None) -> list[Generation]:
+    def chat(
+        self, conversations: list[list[dict]], sampling: Sampling | list[Sampling], tools=None
+    ) -> list[Generation]:
         if self.api == "completions":
             return super().chat(conversations, sampling, tools)
         samplings = as_list(sampling, len(conversations))

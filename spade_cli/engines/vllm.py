@@ -39,9 +39,18 @@ log = logging.getLogger("spade")
 class VLLMEngine(Engine):
     name = "vllm"
 
-    def __init__(self, model: str, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.85,
-                 dtype: str | None = None, max_model_len: int | None = None, seed: int = 0,
-                 enforce_eager: bool = False, trust_remote_code: bool = False, **_ignored):
+    def __init__(
+        self,
+        model: str,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.85,
+        dtype: str | None = None,
+        max_model_len: int | None = None,
+        seed: int = 0,
+        enforce_eager: bool = False,
+        trust_remote_code: bool = False,
+        **_ignored,
+    ):
         try:
             import vllm  # noqa: F401
         except ImportError as e:
@@ -68,11 +77,15 @@ class VLLMEngine(Engine):
         try:
             self.llm = LLM(model=model, **self._settings)
         except (OSError, RuntimeError, ValueError) as e:
-            raise ResourceError(f"engine vllm: cannot start on {model!r}: {first_line(e)}") from None
+            raise ResourceError(
+                f"engine vllm: cannot start on {model!r}: {first_line(e)}"
+            ) from None
         # The same tokenizer class every other engine loads, so chat_ids agree across engines.
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=self._settings["trust_remote_code"])
+        tokenizer = AutoTokenizer.from_pretrained(
+            model, trust_remote_code=self._settings["trust_remote_code"]
+        )
         super().__init__(model, tokenizer, self._max_model_len or _context(self.llm) or None)
 
     def reload(self, model: str) -> None:
@@ -81,7 +94,9 @@ class VLLMEngine(Engine):
         self.close()
         self._start(model)
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling | list[Sampling]) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling | list[Sampling]
+    ) -> list[Generation]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -91,7 +106,9 @@ class VLLMEngine(Engine):
         for i, (p, s) in enumerate(zip(prompts, samplings, strict=True)):
             room = self.max_model_len - len(p)
             if room <= 0 or s.max_tokens <= 0:
-                results[i] = Generation("", list(p), [], [], "length" if s.max_tokens <= 0 else "context")
+                results[i] = Generation(
+                    "", list(p), [], [], "length" if s.max_tokens <= 0 else "context"
+                )
                 continue
             todo.append(i)
             inputs.append(TokensPrompt(prompt_token_ids=list(p)))
@@ -155,7 +172,9 @@ def _generation(c, prompt_ids: list[int]) -> Generation:
         # One {token_id: Logprob} per generated token; the sampled token is always a key
         # (logprobs=0 asks for it alone). Indexing works on lists and FlatLogprobs alike.
         if len(c.logprobs) != len(ids):
-            log.warning("vllm returned %d logprobs for %d tokens; dropping them", len(c.logprobs), len(ids))
+            log.warning(
+                "vllm returned %d logprobs for %d tokens; dropping them", len(c.logprobs), len(ids)
+            )
         else:
             lps = [float(c.logprobs[k][tok].logprob) for k, tok in enumerate(ids)]
     return Generation(c.text, prompt_ids, ids, lps, c.finish_reason)

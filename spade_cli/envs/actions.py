@@ -36,8 +36,11 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 def turn_limit(declared: Any, cap: int | None = None) -> int:
     """The environment's max_turns (DEFAULT_MAX_TURNS when it declares none), capped."""
-    turns = declared if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0 \
+    turns = (
+        declared
+        if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0
         else DEFAULT_MAX_TURNS
+    )
     return min(turns, cap) if cap is not None else turns
 
 
@@ -56,8 +59,12 @@ def tool_call_action(call: dict) -> str:
     return json.dumps({"name": call["name"], "arguments": call.get("arguments") or {}})
 
 
-def reply_actions(text: str, tools: Any, parse_tool_calls: Callable[[str], list[dict]],
-                  action_format: str = "plain") -> tuple[list[dict], list[str]]:
+def reply_actions(
+    text: str,
+    tools: Any,
+    parse_tool_calls: Callable[[str], list[dict]],
+    action_format: str = "plain",
+) -> tuple[list[dict], list[str]]:
     """(tool calls, actions) of one model reply; `calls` is empty for a text action.
     Under the published contract's formats (boxed, tool_call) the whole reply, thinking
     removed, is one action: the environment extracts its command itself."""

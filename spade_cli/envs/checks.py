@@ -88,26 +88,36 @@ def check_syntax(code: str) -> None:
 
 def check_return(ep: CheckEpisode) -> None:
     if not -RETURN_EPS <= ep.ret <= 1 + RETURN_EPS:
-        raise Rejected("reward_out_of_range",
-                       f"seed {ep.seed}, {ep.policy} policy: the return is {ep.ret:g}, outside [0, 1]")
+        raise Rejected(
+            "reward_out_of_range",
+            f"seed {ep.seed}, {ep.policy} policy: the return is {ep.ret:g}, outside [0, 1]",
+        )
 
 
 def check_solution_fits(solution: list[str], max_turns: int, seed: int) -> None:
     if len(solution) > max_turns:
-        raise Rejected("infeasible", f"seed {seed}: the solution has {len(solution)} actions "
-                                     f"but max_turns is {max_turns}")
+        raise Rejected(
+            "infeasible",
+            f"seed {seed}: the solution has {len(solution)} actions but max_turns is {max_turns}",
+        )
 
 
 def check_feasible(ep: CheckEpisode) -> None:
     if not ep.solved:
-        raise Rejected("infeasible", f"seed {ep.seed}: playing info['solution'] "
-                                     f"({len(ep.solution)} actions) returns {ep.ret:g}, not 1")
+        raise Rejected(
+            "infeasible",
+            f"seed {ep.seed}: playing info['solution'] "
+            f"({len(ep.solution)} actions) returns {ep.ret:g}, not 1",
+        )
 
 
 def check_solution_terminates(ep: CheckEpisode) -> None:
     if not ep.terminated:
-        raise Rejected("never_terminates", f"seed {ep.seed}: the solution reaches return "
-                                           f"{ep.ret:g} but the episode does not terminate")
+        raise Rejected(
+            "never_terminates",
+            f"seed {ep.seed}: the solution reaches return "
+            f"{ep.ret:g} but the episode does not terminate",
+        )
 
 
 def check_hint_text(hint: str, solution: list[str], seed: int, observation: str = "") -> None:
@@ -138,7 +148,9 @@ def random_tool_policy(tools: list[dict]) -> Policy:
         args = {}
         for pname, p in tool_params(spec).items():
             kind = p.get("type") if isinstance(p, dict) else None
-            args[pname] = int(rng.choice(nums)) if kind in ("integer", "number") else rng.choice(toks)
+            args[pname] = (
+                int(rng.choice(nums)) if kind in ("integer", "number") else rng.choice(toks)
+            )
         return json.dumps({"name": tool_name(spec), "arguments": args})
 
     return act
@@ -157,8 +169,30 @@ def baseline_policies(meta: dict, solution: list[str], hint: str) -> dict[str, P
     return pol
 
 
-_NONSENSE = ("banana", "42", "none", "a", "b", "c", "true", "false", "0", "-1", "x", "yes",
-             "no", "done", "solve", "answer", "hello", "ok", "?", "1 2 3", "left", "up")
+_NONSENSE = (
+    "banana",
+    "42",
+    "none",
+    "a",
+    "b",
+    "c",
+    "true",
+    "false",
+    "0",
+    "-1",
+    "x",
+    "yes",
+    "no",
+    "done",
+    "solve",
+    "answer",
+    "hello",
+    "ok",
+    "?",
+    "1 2 3",
+    "left",
+    "up",
+)
 
 
 def nonsense_policy(tools: list[dict] | None) -> Policy:
@@ -178,8 +212,14 @@ def nonsense_policy(tools: list[dict] | None) -> Policy:
         if not tools:
             return word(rng)
         spec = rng.choice(tools)
-        args = {p: (rng.randint(-5, 100) if isinstance(v, dict) and v.get("type") in ("integer", "number")
-                    else word(rng)) for p, v in tool_params(spec).items()}
+        args = {
+            p: (
+                rng.randint(-5, 100)
+                if isinstance(v, dict) and v.get("type") in ("integer", "number")
+                else word(rng)
+            )
+            for p, v in tool_params(spec).items()
+        }
         return json.dumps({"name": tool_name(spec), "arguments": args})
 
     return act
@@ -197,14 +237,26 @@ class Verdict:
     seeds: list[int]
     meta: dict | None = None
     contract: str = "spade"
-    checks: list[str] = field(default_factory=list)  # the checks that ran (and passed, bar the last)
+    checks: list[str] = field(
+        default_factory=list
+    )  # the checks that ran (and passed, bar the last)
     multi_turn: bool | None = None  # observations depend on the actions (None: not measured)
     trajectory: list[dict] | None = None  # one episode played, for the judge (keep_trajectory)
 
 
 # The checks each contract runs, in order (docs/commands/spade-validate.md#how-it-checks).
-SPADE_CHECKS = ("loads", "metadata", "resets", "deterministic", "feasible", "reward_range",
-                "terminates", "hint_leak", "not_trivial", "resources")
+SPADE_CHECKS = (
+    "loads",
+    "metadata",
+    "resets",
+    "deterministic",
+    "feasible",
+    "reward_range",
+    "terminates",
+    "hint_leak",
+    "not_trivial",
+    "resources",
+)
 
 
 def depends_on_actions(episodes: list[CheckEpisode]) -> bool:
@@ -217,7 +269,7 @@ def depends_on_actions(episodes: list[CheckEpisode]) -> bool:
     for eps in by_seed.values():
         going = [[s for s in ep.steps if not (s[3] or s[4])] for ep in eps]
         for i, a in enumerate(going):
-            for b in going[i + 1:]:
+            for b in going[i + 1 :]:
                 for x, y in zip(a, b, strict=False):
                     if x[0] != y[0] and x[1] != y[1]:
                         return True
@@ -226,25 +278,36 @@ def depends_on_actions(episodes: list[CheckEpisode]) -> bool:
 
 def check_multi_turn(multi_turn: bool) -> None:
     if not multi_turn:
-        raise Rejected("single_shot", "no observation depends on the actions taken before it "
-                                      "(a single-shot quiz, not an interactive environment)")
+        raise Rejected(
+            "single_shot",
+            "no observation depends on the actions taken before it "
+            "(a single-shot quiz, not an interactive environment)",
+        )
 
 
 def check_contract(meta: object, contract: str) -> None:
     """The class found in the sandbox is of the contract the candidate is checked under."""
-    found = "published" if isinstance(meta, dict) and meta.get("contract") == "published" else "spade"
+    found = (
+        "published" if isinstance(meta, dict) and meta.get("contract") == "published" else "spade"
+    )
     if found != contract:
-        what = {"published": "a plain class of the published form (reset, step, solution)",
-                "spade": "a gymnasium.Env subclass (our contract)"}[found]
-        raise Rejected("no_env_class", f"the module defines {what}, but it is checked under "
-                                       f"--contract {contract}")
+        what = {
+            "published": "a plain class of the published form (reset, step, solution)",
+            "spade": "a gymnasium.Env subclass (our contract)",
+        }[found]
+        raise Rejected(
+            "no_env_class",
+            f"the module defines {what}, but it is checked under --contract {contract}",
+        )
 
 
 def check_hint_policy(solved: dict[str, int], n_seeds: int) -> None:
     need = max(1, math.ceil(n_seeds / 2))
     if solved.get("hint", 0) >= need:
-        raise Rejected("hint_leak", f"sending the hint as the action solves {solved['hint']} "
-                                    f"of {n_seeds} seeds")
+        raise Rejected(
+            "hint_leak",
+            f"sending the hint as the action solves {solved['hint']} of {n_seeds} seeds",
+        )
 
 
 def run_checks(session, seeds: list[int], episodes: list[CheckEpisode] | None = None) -> dict:
@@ -293,10 +356,16 @@ def run_checks(session, seeds: list[int], episodes: list[CheckEpisode] | None = 
     return meta
 
 
-def validate_code(code: str | None, seeds: list[int], open_session: Callable[[str], object],
-                  budget: float | None = None, contract: str = "auto",
-                  reject_single_shot: bool = False, require_solution: bool = False,
-                  keep_trajectory: bool = False) -> Verdict:
+def validate_code(
+    code: str | None,
+    seeds: list[int],
+    open_session: Callable[[str], object],
+    budget: float | None = None,
+    contract: str = "auto",
+    reject_single_shot: bool = False,
+    require_solution: bool = False,
+    keep_trajectory: bool = False,
+) -> Verdict:
     """The verdict on one design. `open_session(code)` returns a context manager yielding
     a session (an EnvSession in production); `budget` caps the wall time of its checks
     (seconds, verdict `timeout`). `contract`: spade, published or auto (from the code,
@@ -321,8 +390,9 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
                     check_contract(session_metadata(session), kind)
                     if kind == "published":
                         protocol = published_protocol(code)
-                        meta = run_published_checks(session, seeds, protocol, episodes,
-                                                    require_solution=require_solution)
+                        meta = run_published_checks(
+                            session, seeds, protocol, episodes, require_solution=require_solution
+                        )
                         check_across_workers(twin, episodes, check_published_reset)
                     else:
                         meta = run_checks(session, seeds, episodes)
@@ -338,8 +408,10 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
                 raise from_env_error(e) from None
             # Whatever else the candidate's answers made the checks trip over is its own
             # verdict: one candidate must never fail the batch.
-            raise Rejected("protocol", f"the checks could not use what the environment sent: "
-                                       f"{type(e).__name__}: {e}") from None
+            raise Rejected(
+                "protocol",
+                f"the checks could not use what the environment sent: {type(e).__name__}: {e}",
+            ) from None
         multi_turn = depends_on_actions(episodes)
         if reject_single_shot:
             names = (*names, "multi_turn")
@@ -347,13 +419,33 @@ def validate_code(code: str | None, seeds: list[int], open_session: Callable[[st
     except Rejected as r:
         if episodes:
             multi_turn = depends_on_actions(episodes)
-        return Verdict(False, r.reason, r.detail, round(time.perf_counter() - t0, 4), seeds,
-                       contract=kind, checks=list(names), multi_turn=multi_turn)
+        return Verdict(
+            False,
+            r.reason,
+            r.detail,
+            round(time.perf_counter() - t0, 4),
+            seeds,
+            contract=kind,
+            checks=list(names),
+            multi_turn=multi_turn,
+        )
     trajectory = None
     if keep_trajectory and episodes:
         from .judge import trajectory_of
 
-        shown = next((e for e in episodes if e.policy == "random" and e.seed == seeds[0]), episodes[0])
+        shown = next(
+            (e for e in episodes if e.policy == "random" and e.seed == seeds[0]), episodes[0]
+        )
         trajectory = trajectory_of(shown)
-    return Verdict(True, "ok", "", round(time.perf_counter() - t0, 4), seeds, meta,
-                   contract=kind, checks=list(names), multi_turn=multi_turn, trajectory=trajectory)
+    return Verdict(
+        True,
+        "ok",
+        "",
+        round(time.perf_counter() - t0, 4),
+        seeds,
+        meta,
+        contract=kind,
+        checks=list(names),
+        multi_turn=multi_turn,
+        trajectory=trajectory,
+    )

@@ -21,8 +21,13 @@ import re
 
 from ..sandbox.published import detect_contract
 
-__all__ = ["detect_contract", "resolve_contract", "published_protocol", "action_format",
-           "solution_actions"]
+__all__ = [
+    "detect_contract",
+    "resolve_contract",
+    "published_protocol",
+    "action_format",
+    "solution_actions",
+]
 
 CONTRACTS = ("spade", "published")
 CONTRACT_CHOICES = ("auto", *CONTRACTS)

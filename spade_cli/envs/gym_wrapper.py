@@ -44,9 +44,16 @@ class AnyText(Text):
 class SandboxedEnv(gym.Env):
     """One sandboxed worker holding the environment `code` (validated by spade-validate)."""
 
-    def __init__(self, code: str, cfg=None, *, enforce_max_turns: bool = True,
-                 max_obs_chars: int = MAX_OBS_CHARS, max_action_chars: int = MAX_ACTION_CHARS,
-                 render_mode: str | None = None):
+    def __init__(
+        self,
+        code: str,
+        cfg=None,
+        *,
+        enforce_max_turns: bool = True,
+        max_obs_chars: int = MAX_OBS_CHARS,
+        max_action_chars: int = MAX_ACTION_CHARS,
+        render_mode: str | None = None,
+    ):
         from ..sandbox import EnvSession, SandboxConfig
 
         self.session = EnvSession(code, cfg or SandboxConfig())
@@ -72,8 +79,7 @@ class SandboxedEnv(gym.Env):
         obs, reward, terminated, truncated, info = self.session.step(str(action))
         self._turns += 1
         terminated, truncated = bool(terminated), bool(truncated)
-        if (self.enforce_max_turns and not terminated
-                and self._turns >= self.max_turns):
+        if self.enforce_max_turns and not terminated and self._turns >= self.max_turns:
             truncated = True
         return str(obs), float(reward), terminated, truncated, dict(info or {})
 

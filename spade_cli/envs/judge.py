@@ -43,27 +43,43 @@ def trajectory_of(episode: Any) -> list[dict]:
     first observation, then each step's action, reward and observation, cut short."""
     steps = [{"observation": _cut(episode.observation)}]
     for action, obs, reward, terminated, truncated in episode.steps[:TURNS_SHOWN]:
-        steps.append({"action": _cut(action), "reward": reward, "observation": _cut(obs),
-                      "ended": bool(terminated or truncated)})
+        steps.append(
+            {
+                "action": _cut(action),
+                "reward": reward,
+                "observation": _cut(obs),
+                "ended": bool(terminated or truncated),
+            }
+        )
     return steps
 
 
 def trajectory_text(steps: list[dict]) -> str:
     lines = [f"Initial observation:\n{steps[0]['observation']}"] if steps else []
     for n, s in enumerate(steps[1:], start=1):
-        lines.append(f"Turn {n}: action {s['action']!r} -> reward {s['reward']:g}"
-                     f"{' (episode over)' if s['ended'] else ''}\n{s['observation']}")
+        lines.append(
+            f"Turn {n}: action {s['action']!r} -> reward {s['reward']:g}"
+            f"{' (episode over)' if s['ended'] else ''}\n{s['observation']}"
+        )
     return "\n\n".join(lines) or "(no episode)"
 
 
 def judge_prompt(template: str, rec: dict, max_code_chars: int = 12000) -> str:
     env = rec["env"]
-    code = env["code"] if len(env["code"]) <= max_code_chars else env["code"][:max_code_chars] + "\n# ... (cut)"
+    code = (
+        env["code"]
+        if len(env["code"]) <= max_code_chars
+        else env["code"][:max_code_chars] + "\n# ... (cut)"
+    )
     steps = (rec.get("validation") or {}).get("trajectory") or []
-    return template.format(name=env.get("name") or "environment", code=code,
-                           trajectory=trajectory_text(steps),
-                           tool_note=" and tool results" if env.get("tools") or
-                           env.get("action_format") == "tool_call" else "")
+    return template.format(
+        name=env.get("name") or "environment",
+        code=code,
+        trajectory=trajectory_text(steps),
+        tool_note=" and tool results"
+        if env.get("tools") or env.get("action_format") == "tool_call"
+        else "",
+    )
 
 
 def verdict_of(text: str) -> str:
@@ -79,8 +95,15 @@ def _is_judged(rec: dict) -> bool:
     return v.get("valid") is True and isinstance((rec.get("env") or {}).get("code"), str)
 
 
-def judge_records(records: Iterable[dict], engine: Any, sampling: Any, *, template: str,
-                  seed: int = 0, batch: int = 16) -> Iterator[dict]:
+def judge_records(
+    records: Iterable[dict],
+    engine: Any,
+    sampling: Any,
+    *,
+    template: str,
+    seed: int = 0,
+    batch: int = 16,
+) -> Iterator[dict]:
     """Every record, in order; the valid ones judged, `batch` per engine call."""
     buf: list[dict] = []
     for rec in records:
@@ -91,23 +114,33 @@ def judge_records(records: Iterable[dict], engine: Any, sampling: Any, *, templa
     yield from _judge_batch(buf, engine, sampling, template, seed)
 
 
-def _judge_batch(buf: list[dict], engine: Any, sampling: Any, template: str, seed: int) -> list[dict]:
+def _judge_batch(
+    buf: list[dict], engine: Any, sampling: Any, template: str, seed: int
+) -> list[dict]:
     todo = [i for i, r in enumerate(buf) if _is_judged(r)]
     if not todo:
         return [_without_trajectory(r) for r in buf]
     prompts = [[{"role": "user", "content": judge_prompt(template, buf[i])}] for i in todo]
-    samplings = [replace(sampling, seed=seed_for(seed, "judge", str(buf[i].get("id")))) for i in todo]
+    samplings = [
+        replace(sampling, seed=seed_for(seed, "judge", str(buf[i].get("id")))) for i in todo
+    ]
     out = [_without_trajectory(r) for r in buf]
     for i, gen in zip(todo, engine.chat(prompts, samplings), strict=True):
         rec = out[i]
         verdict = verdict_of(gen.text)
         validation = dict(rec["validation"])
-        validation["judge"] = {"verdict": verdict, "text": gen.text[-2000:],
-                               "trajectory": buf[i]["validation"].get("trajectory") or []}
+        validation["judge"] = {
+            "verdict": verdict,
+            "text": gen.text[-2000:],
+            "trajectory": buf[i]["validation"].get("trajectory") or [],
+        }
         if verdict == "no":
-            validation.update(valid=False, reason="judged_invalid",
-                              detail="the judge model answered \\boxed{no}: "
-                                     + " ".join(strip_thinking(gen.text).split())[-300:])
+            validation.update(
+                valid=False,
+                reason="judged_invalid",
+                detail="the judge model answered \\boxed{no}: "
+                + " ".join(strip_thinking(gen.text).split())[-300:],
+            )
             validation.pop("feasibility", None)
             if rec.get("origin", "design") == "design":  # its env came from validation
                 rec = {k: v for k, v in rec.items() if k != "env"}

@@ -37,14 +37,39 @@ import codecs
 import re
 import unicodedata
 
-_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-          "eighteen", "nineteen"]
+_UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
 _TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _WORD_VALUE = {w: i for i, w in enumerate(_UNITS)} | {w: 10 * i for i, w in enumerate(_TENS) if w}
 _NUMBER_WORDS = re.compile(
-    r"\b(?:(" + "|".join(w for w in _TENS if w) + r")[\s-]*(" + "|".join(_UNITS[1:10]) + r")?|("
-    + "|".join(sorted(_UNITS, key=len, reverse=True)) + r"))\b")
+    r"\b(?:("
+    + "|".join(w for w in _TENS if w)
+    + r")[\s-]*("
+    + "|".join(_UNITS[1:10])
+    + r")?|("
+    + "|".join(sorted(_UNITS, key=len, reverse=True))
+    + r"))\b"
+)
 _ARITH = re.compile(r"\d+(?:\s*[-+*x×]\s*\d+)+")
 _B64 = re.compile(r"[A-Za-z0-9+/_-]{6,}={0,2}")
 _HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}){3,}\b")
@@ -136,13 +161,18 @@ def _views(hint: str) -> tuple[list[tuple[str, list[str], int]]]:
     text = unicodedata.normalize("NFKC", hint)
     toks = words(text)
     sentences = [s for s in re.split(r"[.!?;\n]+", text) if s.strip()]
-    views = [("the hint", toks, MIN_LENGTH),
-             ("the hint reversed", [t[::-1] for t in reversed(toks)], 3),
-             ("the hint in rot13", words(codecs.encode(text, "rot13")), MIN_LENGTH),
-             ("the first letters of the hint's words", list("".join(t[0] for t in toks)), 4),
-             ("the first letters of the hint's sentences",
-              list("".join(w[0] for s in sentences if (w := words(s)))), 4),
-             ("the digits of the hint", re.findall(r"\d", "".join(toks)), 4)]
+    views = [
+        ("the hint", toks, MIN_LENGTH),
+        ("the hint reversed", [t[::-1] for t in reversed(toks)], 3),
+        ("the hint in rot13", words(codecs.encode(text, "rot13")), MIN_LENGTH),
+        ("the first letters of the hint's words", list("".join(t[0] for t in toks)), 4),
+        (
+            "the first letters of the hint's sentences",
+            list("".join(w[0] for s in sentences if (w := words(s)))),
+            4,
+        ),
+        ("the digits of the hint", re.findall(r"\d", "".join(toks)), 4),
+    ]
     views += [("a base64 or hex token of the hint", words(d), MIN_LENGTH) for d in _decoded(text)]
     views += [("a sum written in the hint", [s], MIN_LENGTH) for s in _sums(hint)]
     return views
@@ -161,9 +191,14 @@ def _codes(solution: list[str], observation: str) -> list[str]:
     observation."""
     given = set(words(observation))
     pieces = (squash(p) for action in solution for p in action.split())
-    return [c for c in dict.fromkeys(pieces)
-            if len(c) >= MIN_LENGTH and c not in given and any(ch.isdigit() for ch in c)
-            and (c.isdigit() or any(ch.isalpha() for ch in c))]
+    return [
+        c
+        for c in dict.fromkeys(pieces)
+        if len(c) >= MIN_LENGTH
+        and c not in given
+        and any(ch.isdigit() for ch in c)
+        and (c.isdigit() or any(ch.isalpha() for ch in c))
+    ]
 
 
 def _in_order(needles: list[str], hay: list[str]) -> bool:

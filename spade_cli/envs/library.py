@@ -34,7 +34,11 @@ def _literal_metadata(tree: ast.Module) -> dict:
     Names such as `TOOLS` defined at module level as literals are resolved too."""
     consts: dict = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             try:
                 consts[node.targets[0].id] = ast.literal_eval(node.value)
             except (ValueError, SyntaxError, TypeError):
@@ -43,9 +47,11 @@ def _literal_metadata(tree: ast.Module) -> dict:
         if not isinstance(node, ast.ClassDef):
             continue
         for item in node.body:
-            if (isinstance(item, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "metadata"
-                                                     for t in item.targets)
-                    and isinstance(item.value, ast.Dict)):
+            if (
+                isinstance(item, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "metadata" for t in item.targets)
+                and isinstance(item.value, ast.Dict)
+            ):
                 meta = {}
                 for k, v in zip(item.value.keys, item.value.values, strict=True):
                     key = ast.literal_eval(k)
@@ -78,15 +84,17 @@ def load_library(dir: str | Path | None = None) -> list[dict]:
             continue
         code = path.read_text()
         meta = _literal_metadata(ast.parse(code))
-        out.append({
-            "name": meta.get("name") or path.stem,
-            "summary": module_summary(code),
-            "code": code,
-            "max_turns": meta.get("max_turns"),
-            "tools": meta.get("tools"),
-            "family": _family(code),
-            "path": str(path),
-        })
+        out.append(
+            {
+                "name": meta.get("name") or path.stem,
+                "summary": module_summary(code),
+                "code": code,
+                "max_turns": meta.get("max_turns"),
+                "tools": meta.get("tools"),
+                "family": _family(code),
+                "path": str(path),
+            }
+        )
     out.sort(key=lambda e: e["name"])
     return out
 
@@ -101,8 +109,20 @@ def library_candidates(entries: list[dict] | None = None, round: int = 0) -> lis
         env = {k: e[k] for k in ("code", "name", "summary", "max_turns")}
         if e.get("tools"):
             env["tools"] = e["tools"]
-        recs.append(new_record("candidate", rid, [], origin="library", round=round, group=rid,
-                               doc=None, design=None, env=env, family=e.get("family", "")))
+        recs.append(
+            new_record(
+                "candidate",
+                rid,
+                [],
+                origin="library",
+                round=round,
+                group=rid,
+                doc=None,
+                design=None,
+                env=env,
+                family=e.get("family", ""),
+            )
+        )
     return recs
 
 
@@ -113,7 +133,9 @@ def broken_designs(dir: str | Path | None = None) -> list[tuple[str, str]]:
     out = []
     for path in sorted(root.iterdir()):
         if path.suffix == ".py":
-            out.append((path.stem, f"Here is the environment.\n\n```python\n{path.read_text()}```\n"))
+            out.append(
+                (path.stem, f"Here is the environment.\n\n```python\n{path.read_text()}```\n")
+            )
         elif path.suffix == ".md" and path.stem != "README":
             out.append((path.stem, path.read_text()))
     return out

@@ -41,7 +41,13 @@ from . import module_summary
 from .contracts import detect_contract
 from .library import _literal_metadata
 
-MANIFEST_NAMES = ("SHA256SUMS", "checksums.sha256", "manifest.csv", "manifest.tsv", "manifest.jsonl")
+MANIFEST_NAMES = (
+    "SHA256SUMS",
+    "checksums.sha256",
+    "manifest.csv",
+    "manifest.tsv",
+    "manifest.jsonl",
+)
 SKILLS_FILE = "manifest.jsonl"
 PATH_KEYS = ("path", "file", "filename", "game_file")
 SKILL_KEYS = ("skill", "skill_name", "target_skill", "category")
@@ -61,10 +67,14 @@ def read_jsonl_manifest(path: Path) -> dict[str, dict]:
             row = json.loads(line)
         except ValueError as e:
             raise DataError(f"{path}:{n}: not JSON ({e})") from None
-        rel = next((row[k] for k in PATH_KEYS if isinstance(row, dict) and isinstance(row.get(k), str)), None)
+        rel = next(
+            (row[k] for k in PATH_KEYS if isinstance(row, dict) and isinstance(row.get(k), str)),
+            None,
+        )
         if rel is None:
-            raise DataError(f"{path}:{n}: a row needs the environment's path "
-                            f"(one of {', '.join(PATH_KEYS)})")
+            raise DataError(
+                f"{path}:{n}: a row needs the environment's path (one of {', '.join(PATH_KEYS)})"
+            )
         entry = {}
         skill = next((row[k] for k in SKILL_KEYS if isinstance(row.get(k), str) and row[k]), None)
         if skill:
@@ -90,8 +100,10 @@ def read_manifest(path: Path) -> dict[str, dict]:
             row = {(k or "").strip().lower(): (v or "").strip() for k, v in row.items()}
             if not row.get("path") or len(row.get("sha256", "")) != 64:
                 raise DataError(f"{path}:{n}: a row needs a path and a 64-digit sha256")
-            out[row["path"]] = {"sha256": row["sha256"].lower(),
-                                **({"skill": row["skill"]} if row.get("skill") else {})}
+            out[row["path"]] = {
+                "sha256": row["sha256"].lower(),
+                **({"skill": row["skill"]} if row.get("skill") else {}),
+            }
         return out
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
@@ -118,9 +130,13 @@ def _static_name(code: str, fallback: str) -> tuple[str, int | None]:
         if isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "__init__":
-                    args = item.args.args[len(item.args.args) - len(item.args.defaults):]
+                    args = item.args.args[len(item.args.args) - len(item.args.defaults) :]
                     for a, d in zip(args, item.args.defaults, strict=True):
-                        if a.arg == "max_turns" and isinstance(d, ast.Constant) and isinstance(d.value, int):
+                        if (
+                            a.arg == "max_turns"
+                            and isinstance(d, ast.Constant)
+                            and isinstance(d.value, int)
+                        ):
                             return node.name, d.value
             if {"reset", "step"} <= {i.name for i in node.body if isinstance(i, ast.FunctionDef)}:
                 return node.name, None
@@ -128,11 +144,16 @@ def _static_name(code: str, fallback: str) -> tuple[str, int | None]:
 
 
 def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.py")
-                  if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts))
+    return sorted(
+        p
+        for p in root.rglob("*.py")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+    )
 
 
-def pool_from_dir(root: str | Path, manifest: str | Path | None = None, round: int = 0) -> list[dict]:
+def pool_from_dir(
+    root: str | Path, manifest: str | Path | None = None, round: int = 0
+) -> list[dict]:
     """The candidate records of every environment file under `root` (see the module)."""
     root = Path(root)
     if not root.is_dir():
@@ -151,8 +172,10 @@ def pool_from_dir(root: str | Path, manifest: str | Path | None = None, round: i
                 raise DataError(f"{path}: listed in {manifest} but missing")
             got = _sha256(path)
             if entry.get("sha256", got) != got:
-                raise DataError(f"{path}: SHA-256 {got[:16]}... differs from {manifest} "
-                                f"({entry['sha256'][:16]}...): the file was changed or damaged")
+                raise DataError(
+                    f"{path}: SHA-256 {got[:16]}... differs from {manifest} "
+                    f"({entry['sha256'][:16]}...): the file was changed or damaged"
+                )
             paths.append(path)
     else:
         paths = _files(root)
@@ -162,18 +185,41 @@ def pool_from_dir(root: str | Path, manifest: str | Path | None = None, round: i
         code = path.read_text()
         digest = _sha256(path)
         parts = rel.split("/")
-        skill = ((listed or {}).get(rel, {}).get("skill") or skills.get(rel) or skills.get(path.name)
-                 or (parts[0] if len(parts) > 1 else ""))
+        skill = (
+            (listed or {}).get(rel, {}).get("skill")
+            or skills.get(rel)
+            or skills.get(path.name)
+            or (parts[0] if len(parts) > 1 else "")
+        )
         name, turns = _static_name(code, path.stem)
         contract = detect_contract(code)
         if contract == "published":  # the release's loader forces its budget on every class
             turns = PUBLISHED_MAX_TURNS
         rid = make_id("fixed", rel, digest)
-        env = {"code": code, "name": name, "summary": module_summary(code) or name,
-               "max_turns": turns, "contract": contract}
-        recs.append(new_record("candidate", rid, [], origin="fixed", round=round, group=rid,
-                               doc=None, design=None, env=env, skill=skill, family=skill,
-                               path=str(path), sha256=digest))
+        env = {
+            "code": code,
+            "name": name,
+            "summary": module_summary(code) or name,
+            "max_turns": turns,
+            "contract": contract,
+        }
+        recs.append(
+            new_record(
+                "candidate",
+                rid,
+                [],
+                origin="fixed",
+                round=round,
+                group=rid,
+                doc=None,
+                design=None,
+                env=env,
+                skill=skill,
+                family=skill,
+                path=str(path),
+                sha256=digest,
+            )
+        )
     return recs
 
 

@@ -48,8 +48,17 @@ from .shared_checks import (
     session_metadata,
 )
 
-PUBLISHED_CHECKS = ("loads", "resets", "three_steps", "deterministic", "reward_range",
-                    "terminates", "hint_leak", "not_trivial", "resources")
+PUBLISHED_CHECKS = (
+    "loads",
+    "resets",
+    "three_steps",
+    "deterministic",
+    "reward_range",
+    "terminates",
+    "hint_leak",
+    "not_trivial",
+    "resources",
+)
 PROBE_STEPS = 3
 RELEASE_PROBES = ("\\boxed{1}", "\\boxed{test}", "\\boxed{42}")  # their load check's actions
 REWARD_BOUND = 10.0  # their load check accepts step rewards in [-10, 10]
@@ -60,9 +69,11 @@ def check_step_rewards(ep: CheckEpisode) -> None:
     final reward, clipped to [-1, 1] as published)."""
     for action, _obs, reward, *_ in ep.steps:
         if not -REWARD_BOUND - RETURN_EPS <= reward <= REWARD_BOUND + RETURN_EPS:
-            raise Rejected("reward_out_of_range",
-                           f"seed {ep.seed}, {ep.policy} policy: step({action[:40]!r}) returned the "
-                           f"reward {reward:g}, outside [-{REWARD_BOUND:g}, {REWARD_BOUND:g}]")
+            raise Rejected(
+                "reward_out_of_range",
+                f"seed {ep.seed}, {ep.policy} policy: step({action[:40]!r}) returned the "
+                f"reward {reward:g}, outside [-{REWARD_BOUND:g}, {REWARD_BOUND:g}]",
+            )
 
 
 def check_has_solution(meta: dict, required: bool) -> str:
@@ -70,8 +81,10 @@ def check_has_solution(meta: dict, required: bool) -> str:
     if meta.get("has_solution", True):
         return "reference"
     if required:
-        raise Rejected("no_env_class", f"{meta.get('name')} has reset() and step() but no "
-                                       "solution() (--require-solution)")
+        raise Rejected(
+            "no_env_class",
+            f"{meta.get('name')} has reset() and step() but no solution() (--require-solution)",
+        )
     return "unverified"
 
 
@@ -91,11 +104,13 @@ def check_observation_leak(obs: str, actions: list[str], seed: int) -> None:
     as it would be in a hint."""
     from .leaks import MIN_LENGTH, squash
 
-    inner = [a[len("\\boxed{"):-1] if a.startswith("\\boxed{") else a for a in actions]
+    inner = [a[len("\\boxed{") : -1] if a.startswith("\\boxed{") else a for a in actions]
     whole = squash(" ".join(inner))
     if len(whole) >= MIN_LENGTH and whole in squash(obs):
-        raise Rejected("hint_leak", f"seed {seed}: the first observation contains the whole "
-                                    "action sequence of solution()")
+        raise Rejected(
+            "hint_leak",
+            f"seed {seed}: the first observation contains the whole action sequence of solution()",
+        )
 
 
 def _random_words(obs: str, rng: random.Random) -> str:
@@ -112,7 +127,9 @@ def published_policies(protocol: str) -> dict[str, Policy]:
         def random_call(obs: str, turn: int, rng: random.Random) -> str:
             toks = _tokens(obs)
             nums = [t for t in toks if t.isdigit()] or ["0", "1"]
-            args = {rng.choice(toks): int(rng.choice(nums)) if rng.random() < 0.5 else rng.choice(toks)}
+            args = {
+                rng.choice(toks): int(rng.choice(nums)) if rng.random() < 0.5 else rng.choice(toks)
+            }
             return f"<tool_call>{json.dumps({'name': rng.choice(toks), 'arguments': args})}</tool_call>"
 
         pol["random"] = random_call
@@ -133,13 +150,19 @@ def example_command(obs: str, turn: int, rng: random.Random) -> str:
         return f"\\boxed{{{_random_words(obs, rng)}}}"
     text = rng.choice(examples)
     text = re.sub(r"\w+(?:\|\w+)+", lambda m: rng.choice(m.group(0).split("|")), text)
-    text = re.sub(r"\b[A-Z]+\b", lambda m: "".join(rng.choice("0123456789") for _ in m.group(0)), text)
+    text = re.sub(
+        r"\b[A-Z]+\b", lambda m: "".join(rng.choice("0123456789") for _ in m.group(0)), text
+    )
     return f"\\boxed{{{text}}}"
 
 
-def run_published_checks(session, seeds: list[int], protocol: str,
-                         episodes: list[CheckEpisode] | None = None,
-                         require_solution: bool = False) -> dict:
+def run_published_checks(
+    session,
+    seeds: list[int],
+    protocol: str,
+    episodes: list[CheckEpisode] | None = None,
+    require_solution: bool = False,
+) -> dict:
     """All dynamic checks of a published environment; returns its checked metadata
     (with contract, action_format, feasibility and the first seed's solution text)."""
     played = episodes if episodes is not None else []
@@ -155,23 +178,43 @@ def run_published_checks(session, seeds: list[int], protocol: str,
         obs, _text, actions = a
         if actions:
             check_observation_leak(obs, actions, seed)
-        release = run_episode(session, seed, list(RELEASE_PROBES[:turns]), turns, "release probes",
-                              reset_check=check_published_reset)
+        release = run_episode(
+            session,
+            seed,
+            list(RELEASE_PROBES[:turns]),
+            turns,
+            "release probes",
+            reset_check=check_published_reset,
+        )
         played.append(release)
         check_step_rewards(release)
-        probe = run_episode(session, seed, lambda o, t, r: _random_words(o, r), min(PROBE_STEPS, turns),
-                            "unrecognised command", rng_seed=seed, reset_check=check_published_reset)
+        probe = run_episode(
+            session,
+            seed,
+            lambda o, t, r: _random_words(o, r),
+            min(PROBE_STEPS, turns),
+            "unrecognised command",
+            rng_seed=seed,
+            reset_check=check_published_reset,
+        )
         played.append(probe)
         check_step_rewards(probe)
         if actions:  # not a feasibility check (solution() is unchecked text): one more
             # trajectory for the multi-turn measure, whose return must still be in range
-            ref = run_episode(session, seed, actions, turns, "solution() actions",
-                              reset_check=check_published_reset)
+            ref = run_episode(
+                session,
+                seed,
+                actions,
+                turns,
+                "solution() actions",
+                reset_check=check_published_reset,
+            )
             played.append(ref)
             check_step_rewards(ref)
         for name, policy in published_policies(protocol).items():
-            ep = run_episode(session, seed, policy, turns, name, rng_seed=seed,
-                             reset_check=check_published_reset)
+            ep = run_episode(
+                session, seed, policy, turns, name, rng_seed=seed, reset_check=check_published_reset
+            )
             played.append(ep)
             check_step_rewards(ep)
             check_ends(ep, turns)
@@ -180,9 +223,21 @@ def run_published_checks(session, seeds: list[int], protocol: str,
                 first = ep
     if getattr(session, "renew", None) is not None:
         call(session, "renew", reload=True)
-    again = run_episode(session, seeds[0], published_policies(protocol)["random"], turns, "random",
-                        rng_seed=seeds[0], reset_check=check_published_reset)
+    again = run_episode(
+        session,
+        seeds[0],
+        published_policies(protocol)["random"],
+        turns,
+        "random",
+        rng_seed=seeds[0],
+        reset_check=check_published_reset,
+    )
     check_same_episode(first, again)
     check_trivial(solved, len(seeds))
-    return {**meta, "contract": "published", "action_format": protocol,
-            "feasibility": feasibility, "solution_text": first.hint if first else ""}
+    return {
+        **meta,
+        "contract": "published",
+        "action_format": protocol,
+        "feasibility": feasibility,
+        "solution_text": first.hint if first else "",
+    }

@@ -26,6 +26,8 @@ _SANDBOX_CODES = frozenset(REASONS) - {"ok"}
 
 RETURN_EPS = 1e-6
 SOLVED = 1.0 - 1e-6
+
+
 class Rejected(Exception):
     """A check failed: `reason` is a records.REASONS code, `detail` one line for humans."""
 
@@ -46,18 +48,26 @@ def from_env_error(err: Exception) -> Rejected:
 def check_metadata(meta: object) -> dict:
     """metadata = {"name": str, "max_turns": int >= 1, "tools": [function specs]?}."""
     if not isinstance(meta, dict):
-        raise Rejected("no_env_class", f"the Env class has no metadata dict (got {type(meta).__name__})")
+        raise Rejected(
+            "no_env_class", f"the Env class has no metadata dict (got {type(meta).__name__})"
+        )
     name, turns, tools = meta.get("name"), meta.get("max_turns"), meta.get("tools")
     if not isinstance(name, str) or not name.strip():
         raise Rejected("no_env_class", "metadata['name'] must be a non-empty string")
     if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= 1000:
-        raise Rejected("no_env_class", f"metadata['max_turns'] must be an int in 1..1000, got {turns!r}")
+        raise Rejected(
+            "no_env_class", f"metadata['max_turns'] must be an int in 1..1000, got {turns!r}"
+        )
     if tools is not None:
         if not isinstance(tools, list) or not tools:
-            raise Rejected("no_env_class", "metadata['tools'] must be a non-empty list of function specs")
+            raise Rejected(
+                "no_env_class", "metadata['tools'] must be a non-empty list of function specs"
+            )
         for t in tools:
             if tool_name(t) is None:
-                raise Rejected("no_env_class", f"metadata['tools'] entry is not a function spec: {str(t)[:80]}")
+                raise Rejected(
+                    "no_env_class", f"metadata['tools'] entry is not a function spec: {str(t)[:80]}"
+                )
     return {"name": name.strip(), "max_turns": turns, "tools": tools or None}
 
 
@@ -99,15 +109,20 @@ def check_reset(out: object) -> tuple[str, str, list[str]]:
         hint = ""  # optional: spade-hint writes the hints by default
     elif not isinstance(hint, str):
         raise Rejected("bad_reset", "info['hint'], when given, must be a str")
-    if (not isinstance(solution, list) or not solution
-            or not all(isinstance(a, str) for a in solution)):
+    if (
+        not isinstance(solution, list)
+        or not solution
+        or not all(isinstance(a, str) for a in solution)
+    ):
         raise Rejected("bad_reset", "info['solution'] must be a non-empty list of str actions")
     return obs, hint, solution
 
 
 def check_step(out: object) -> tuple[str, float, bool, bool]:
     if not (isinstance(out, (list, tuple)) and len(out) == 5):
-        raise Rejected("bad_step", "step() must return (observation, reward, terminated, truncated, info)")
+        raise Rejected(
+            "bad_step", "step() must return (observation, reward, terminated, truncated, info)"
+        )
     obs, reward, terminated, truncated, info = out
     if not isinstance(obs, str):
         raise Rejected("bad_step", f"the observation must be a str, got {type(obs).__name__}")
@@ -180,8 +195,9 @@ class TimedSession:
 
     def _check(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise Rejected("timeout", f"the checks took more than the candidate's budget "
-                                      f"of {self.budget:g}s")
+            raise Rejected(
+                "timeout", f"the checks took more than the candidate's budget of {self.budget:g}s"
+            )
 
     def reset(self, *args, **kwargs):
         self._check()
@@ -205,8 +221,15 @@ def session_metadata(session) -> object:
         raise
 
 
-def run_episode(session, seed: int, policy: Policy | list[str], max_turns: int, name: str,
-                rng_seed: int = 0, reset_check: Callable = check_reset) -> CheckEpisode:
+def run_episode(
+    session,
+    seed: int,
+    policy: Policy | list[str],
+    max_turns: int,
+    name: str,
+    rng_seed: int = 0,
+    reset_check: Callable = check_reset,
+) -> CheckEpisode:
     """Reset with `seed`, then act until the episode ends or `max_turns` actions were taken
     (a list policy plays its actions in order and stops when it runs out). `reset_check`
     turns the reset reply into (observation, hint, solution) and rejects a bad one."""
@@ -231,29 +254,40 @@ def run_episode(session, seed: int, policy: Policy | list[str], max_turns: int, 
 
 def check_ends(ep: CheckEpisode, max_turns: int) -> None:
     if not ep.ended:
-        raise Rejected("never_terminates", f"seed {ep.seed}, {ep.policy} policy: no "
-                                           f"termination or truncation after {max_turns} turns")
+        raise Rejected(
+            "never_terminates",
+            f"seed {ep.seed}, {ep.policy} policy: no "
+            f"termination or truncation after {max_turns} turns",
+        )
 
 
 def check_same_reset(a: tuple, b: tuple, seed: int) -> None:
     for what, x, y in zip(("observation", "hint", "solution"), a, b, strict=True):
         if x != y:
-            raise Rejected("nondeterministic", f"seed {seed}: two resets with the same seed "
-                                               f"gave different {what}s")
+            raise Rejected(
+                "nondeterministic",
+                f"seed {seed}: two resets with the same seed gave different {what}s",
+            )
 
 
 def check_same_episode(a: CheckEpisode, b: CheckEpisode) -> None:
     for what in ("observation", "hint", "solution"):
         if getattr(a, what) != getattr(b, what):
-            raise Rejected("nondeterministic", f"seed {a.seed}: reset() gave a different "
-                                               f"{what} the second time")
+            raise Rejected(
+                "nondeterministic",
+                f"seed {a.seed}: reset() gave a different {what} the second time",
+            )
     for i, (x, y) in enumerate(zip(a.steps, b.steps, strict=False)):
         if x != y:
-            raise Rejected("nondeterministic", f"seed {a.seed}, {a.policy} policy: step {i + 1} "
-                                               f"differs on replay")
+            raise Rejected(
+                "nondeterministic",
+                f"seed {a.seed}, {a.policy} policy: step {i + 1} differs on replay",
+            )
     if len(a.steps) != len(b.steps):
-        raise Rejected("nondeterministic", f"seed {a.seed}, {a.policy} policy: the replayed "
-                                           f"episode has a different length")
+        raise Rejected(
+            "nondeterministic",
+            f"seed {a.seed}, {a.policy} policy: the replayed episode has a different length",
+        )
 
 
 def _tokens(obs: str) -> list[str]:
@@ -306,10 +340,18 @@ def check_across_workers(twin: Twin, episodes: list[CheckEpisode], reset_check: 
             mine[1:] = [ep]
     other = twin.session()
     for ep in (e for eps in picks.values() for e in eps):
-        again = run_episode(other, ep.seed, [s[0] for s in ep.steps], len(ep.steps),
-                            ep.policy, reset_check=reset_check)
+        again = run_episode(
+            other,
+            ep.seed,
+            [s[0] for s in ep.steps],
+            len(ep.steps),
+            ep.policy,
+            reset_check=reset_check,
+        )
         try:
             check_same_episode(ep, again)
         except Rejected as r:
-            raise Rejected(r.reason, f"{r.detail} (in a fresh worker of another uid, start "
-                                     "mode and address layout)") from None
+            raise Rejected(
+                r.reason,
+                f"{r.detail} (in a fresh worker of another uid, start mode and address layout)",
+            ) from None

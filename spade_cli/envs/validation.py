@@ -50,9 +50,12 @@ def seeds_for(rec: dict, n: int, seed: int) -> list[int]:
 
 def _env_field(rec: dict, code: str, meta: dict) -> dict:
     old = rec.get("env") if isinstance(rec.get("env"), dict) else {}
-    env = {"code": code, "name": meta["name"],
-           "summary": old.get("summary") or module_summary(code) or meta["name"],
-           "max_turns": meta["max_turns"]}
+    env = {
+        "code": code,
+        "name": meta["name"],
+        "summary": old.get("summary") or module_summary(code) or meta["name"],
+        "max_turns": meta["max_turns"],
+    }
     if meta.get("tools"):
         env["tools"] = meta["tools"]
     if meta.get("contract") == "published":
@@ -70,10 +73,16 @@ def _contract_of(rec: dict, contract: str) -> str:
 
 def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
     out = dict(rec)
-    out["validation"] = {"valid": verdict.valid, "reason": verdict.reason,
-                         "detail": verdict.detail, "seconds": verdict.seconds,
-                         "seeds": verdict.seeds, "contract": verdict.contract,
-                         "checks": verdict.checks, "multi_turn": verdict.multi_turn}
+    out["validation"] = {
+        "valid": verdict.valid,
+        "reason": verdict.reason,
+        "detail": verdict.detail,
+        "seconds": verdict.seconds,
+        "seeds": verdict.seeds,
+        "contract": verdict.contract,
+        "checks": verdict.checks,
+        "multi_turn": verdict.multi_turn,
+    }
     if host_filter()[0] is None:  # workers ran without a seccomp filter (--unsafe-no-seccomp)
         out["validation"]["seccomp"] = False
     if verdict.valid:
@@ -84,12 +93,22 @@ def apply_verdict(rec: dict, verdict: Verdict, code: str | None) -> dict:
     return out
 
 
-def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, seed: int = 0,
-                     workers: int = 2, memory: list[dict] | None = None,
-                     near: float | None = None, stats: Counter | None = None,
-                     candidate_timeout: float | None = 120.0, contract: str = "auto",
-                     reject_single_shot: bool = False,
-                     require_solution: bool = False, keep_trajectory: bool = False) -> Iterator[dict]:
+def validate_records(
+    records: Iterable[dict],
+    open_session,
+    *,
+    seeds: int = 3,
+    seed: int = 0,
+    workers: int = 2,
+    memory: list[dict] | None = None,
+    near: float | None = None,
+    stats: Counter | None = None,
+    candidate_timeout: float | None = 120.0,
+    contract: str = "auto",
+    reject_single_shot: bool = False,
+    require_solution: bool = False,
+    keep_trajectory: bool = False,
+) -> Iterator[dict]:
     """Yield every record of `records` with its verdict, in input order.
     `open_session(code)` is a context manager giving a session (EnvSession in production);
     `candidate_timeout` caps the wall time of one candidate's checks (verdict `timeout`);
@@ -121,22 +140,39 @@ def validate_records(records: Iterable[dict], open_session, *, seeds: int = 3, s
             index.add(str(rec.get("id")), code)
             if match is not None:
                 what = "memory entry" if match.key in memory_keys else "candidate"
-                how = "same code as" if match.how == "exact" else f"{match.similarity:.0%} similar to"
+                how = (
+                    "same code as" if match.how == "exact" else f"{match.similarity:.0%} similar to"
+                )
                 raise Rejected("duplicate", f"{how} {what} {match.key}")
         except Rejected as r:
-            return rec, code, rseeds, Verdict(False, r.reason, r.detail,
-                                              round(time.perf_counter() - t0, 4), rseeds,
-                                              contract=resolve_contract(code or "", _contract_of(rec, contract)))
+            return (
+                rec,
+                code,
+                rseeds,
+                Verdict(
+                    False,
+                    r.reason,
+                    r.detail,
+                    round(time.perf_counter() - t0, 4),
+                    rseeds,
+                    contract=resolve_contract(code or "", _contract_of(rec, contract)),
+                ),
+            )
         return rec, code, rseeds, None
 
     def run(item: tuple) -> dict:
         rec, code, rseeds, verdict = item
         if verdict is None:
-            verdict = validate_code(code, rseeds, open_session, budget=candidate_timeout,
-                                    contract=_contract_of(rec, contract),
-                                    reject_single_shot=reject_single_shot,
-                                    require_solution=require_solution,
-                                    keep_trajectory=keep_trajectory)
+            verdict = validate_code(
+                code,
+                rseeds,
+                open_session,
+                budget=candidate_timeout,
+                contract=_contract_of(rec, contract),
+                reject_single_shot=reject_single_shot,
+                require_solution=require_solution,
+                keep_trajectory=keep_trajectory,
+            )
         return apply_verdict(rec, verdict, code)
 
     for out in imap_pool(run, (prepare(r) for r in records), workers):

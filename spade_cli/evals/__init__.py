@@ -31,8 +31,18 @@ from .base import INSTALL_HINT, Task, format_table, summarize, task_stats
 SUITES = ("bfcl", "reasoning-gym", "textarena", "library", "micro", "memory")
 ALIASES = {"reasoning_gym": "reasoning-gym", "rg": "reasoning-gym", "bfcl-v4": "bfcl"}
 
-__all__ = ["INSTALL_HINT", "SUITES", "Task", "build_tasks", "eval_records", "format_table",
-           "check_suites", "parse_suite", "run_eval", "summarize"]
+__all__ = [
+    "INSTALL_HINT",
+    "SUITES",
+    "Task",
+    "build_tasks",
+    "eval_records",
+    "format_table",
+    "check_suites",
+    "parse_suite",
+    "run_eval",
+    "summarize",
+]
 
 
 def parse_suite(spec: str) -> tuple[str, list[str] | None]:
@@ -72,8 +82,9 @@ def check_suites(suites: list[str]) -> list[tuple[str, list[str] | None]]:
     return specs
 
 
-def build_tasks(suites: list[str], n: int, seed: int = 0, memory: str | None = None,
-                sandbox=None) -> list[Task]:
+def build_tasks(
+    suites: list[str], n: int, seed: int = 0, memory: str | None = None, sandbox=None
+) -> list[Task]:
     """The tasks of every suite, in order: `n` per suite (bfcl: n=0 means all 800)."""
     specs = check_suites(suites)  # all names and packages checked before anything loads
     out: list[Task] = []
@@ -109,23 +120,45 @@ def build_tasks(suites: list[str], n: int, seed: int = 0, memory: str | None = N
     return out
 
 
-def eval_records(tasks: list[Task], results: list[list[dict]], agent: dict, seed: int) -> list[dict]:
+def eval_records(
+    tasks: list[Task], results: list[list[dict]], agent: dict, seed: int
+) -> list[dict]:
     """One `eval` record per task (schema in records.py)."""
     recs = []
     for t, samples in zip(tasks, results, strict=True):
         rid = make_id("eval", t.suite, t.task_id, seed, agent.get("model", agent["kind"]))
-        recs.append(new_record(
-            "eval", rid, [],
-            suite=t.suite, task=t.task_id, category=t.category, agent=agent, seed=seed,
-            samples=samples, stats=task_stats(samples), meta=t.meta,
-        ))
+        recs.append(
+            new_record(
+                "eval",
+                rid,
+                [],
+                suite=t.suite,
+                task=t.task_id,
+                category=t.category,
+                agent=agent,
+                seed=seed,
+                samples=samples,
+                stats=task_stats(samples),
+                meta=t.meta,
+            )
+        )
     return recs
 
 
-def run_eval(suites: list[str], engine=None, n: int = 20, seed: int = 0, samples: int = 1,
-             sampling=None, memory: str | None = None, oracle: bool = False,
-             sandbox=None, max_in_flight: int = 64, max_turns: int | None = None,
-             on_record: Callable[[dict], None] | None = None) -> tuple[list[dict], dict]:
+def run_eval(
+    suites: list[str],
+    engine=None,
+    n: int = 20,
+    seed: int = 0,
+    samples: int = 1,
+    sampling=None,
+    memory: str | None = None,
+    oracle: bool = False,
+    sandbox=None,
+    max_in_flight: int = 64,
+    max_turns: int | None = None,
+    on_record: Callable[[dict], None] | None = None,
+) -> tuple[list[dict], dict]:
     """Evaluate `engine` (or the oracle) on `suites`; returns (eval records, summary).
 
     The summary is `summarize(records)` plus the run's settings; its numbers are
@@ -142,8 +175,12 @@ def run_eval(suites: list[str], engine=None, n: int = 20, seed: int = 0, samples
         from ..engines import Sampling
 
         sampling = sampling or Sampling(temperature=0.0 if samples == 1 else 1.0, max_tokens=256)
-        agent = {"kind": "model", "engine": engine.name, "model": str(engine.model),
-                 "sampling": sampling.to_dict()}
+        agent = {
+            "kind": "model",
+            "engine": engine.name,
+            "model": str(engine.model),
+            "sampling": sampling.to_dict(),
+        }
     records: list[dict] = []
 
     def emit(i: int, episodes: list[dict]) -> None:
@@ -155,9 +192,24 @@ def run_eval(suites: list[str], engine=None, n: int = 20, seed: int = 0, samples
     if oracle:
         run_oracle(tasks, max_in_flight=max_in_flight, on_task=emit)
     else:
-        run_model(engine, tasks, samples, sampling, seed, max_in_flight=max_in_flight,
-                  max_turns=max_turns, on_task=emit)
+        run_model(
+            engine,
+            tasks,
+            samples,
+            sampling,
+            seed,
+            max_in_flight=max_in_flight,
+            max_turns=max_turns,
+            on_task=emit,
+        )
     summary = summarize(records)
-    summary.update({"agent": agent, "seed": seed, "n": n, "samples": 1 if oracle else samples,
-                    "suites_requested": list(suites)})
+    summary.update(
+        {
+            "agent": agent,
+            "seed": seed,
+            "n": n,
+            "samples": 1 if oracle else samples,
+            "suites_requested": list(suites),
+        }
+    )
     return records, summary

@@ -164,7 +164,9 @@ class TaskEpisode(Episode):
 
     def check_room(self, budget: int) -> bool:
         if self.job.oracle and self.generations >= len(self.solution):
-            self.finish("max_turns", self.env.detail or "oracle actions ran out before the episode ended")
+            self.finish(
+                "max_turns", self.env.detail or "oracle actions ran out before the episode ended"
+            )
             return False
         return super().check_room(budget)
 
@@ -202,7 +204,9 @@ class TaskEpisode(Episode):
             "stop": self.stop or "terminated",
             "completion_tokens": self.completion_tokens,
             "seconds": round((self.t_end or time.monotonic()) - self.t_start, 4),
-            "turns": [{"action": _cut(a), "observation": _cut(o), "reward": r} for a, o, r in steps],
+            "turns": [
+                {"action": _cut(a), "observation": _cut(o), "reward": r} for a, o, r in steps
+            ],
         }
         detail = self.detail or (self.env.detail if self.env is not None else None)
         if detail:
@@ -213,17 +217,25 @@ class TaskEpisode(Episode):
 class EvalJob:
     """One task on its way through `run_rollouts`: `samples` episodes, no hint."""
 
-
-    def __init__(self, task: Task, k: int, seed: int, max_turns: int | None, timeout: float,
-                 oracle: bool = False):
+    def __init__(
+        self,
+        task: Task,
+        k: int,
+        seed: int,
+        max_turns: int | None,
+        timeout: float,
+        oracle: bool = False,
+    ):
         self.task = task
         self.id = f"{task.suite}/{task.task_id}"
         self.turn_cap = max_turns
         self.timeout = timeout
         self.oracle = oracle
         self.active = True
-        self.episodes = [TaskEpisode(self, i, 0 if oracle else seed_for(seed, "eval", f"{self.id}/{i}"))
-                         for i in range(k)]
+        self.episodes = [
+            TaskEpisode(self, i, 0 if oracle else seed_for(seed, "eval", f"{self.id}/{i}"))
+            for i in range(k)
+        ]
         self.left = len(self.episodes)
         self.replays: list = []  # verification futures: none, eval runs with verify=0
         # A suite's score is its rewards summed (clipped in the record), or for a pool
@@ -234,16 +246,34 @@ class EvalJob:
         return [ep.result() for ep in self.episodes]
 
 
-def _play(tasks: list[Task], agent, samples: int, seed: int, oracle: bool, max_turns: int | None,
-          max_in_flight: int, workers: int, on_task) -> list[list[dict]]:
+def _play(
+    tasks: list[Task],
+    agent,
+    samples: int,
+    seed: int,
+    oracle: bool,
+    max_turns: int | None,
+    max_in_flight: int,
+    workers: int,
+    on_task,
+) -> list[list[dict]]:
     from ..rollout import run_rollouts
 
     out = []
     # No wall-time limit per episode: an evaluation waits for its model. No replay
     # verification: the suites are held-out benchmarks, not designer code being scored.
-    played = run_rollouts(tasks, agent, k=samples, seed=seed, max_turns=max_turns,
-                          episode_timeout=math.inf, batch_size=max_in_flight, workers=workers,
-                          job_factory=partial(EvalJob, oracle=oracle), verify=0.0)
+    played = run_rollouts(
+        tasks,
+        agent,
+        k=samples,
+        seed=seed,
+        max_turns=max_turns,
+        episode_timeout=math.inf,
+        batch_size=max_in_flight,
+        workers=workers,
+        job_factory=partial(EvalJob, oracle=oracle),
+        verify=0.0,
+    )
     for i, episodes in enumerate(played):
         if on_task:
             on_task(i, episodes)
@@ -251,21 +281,41 @@ def _play(tasks: list[Task], agent, samples: int, seed: int, oracle: bool, max_t
     return out
 
 
-def run_model(engine, tasks: list[Task], samples: int, sampling, seed: int,
-              max_in_flight: int = 64, max_turns: int | None = None,
-              on_task: Callable[[int, list[dict]], None] | None = None,
-              workers: int = 8) -> list[list[dict]]:
+def run_model(
+    engine,
+    tasks: list[Task],
+    samples: int,
+    sampling,
+    seed: int,
+    max_in_flight: int = 64,
+    max_turns: int | None = None,
+    on_task: Callable[[int, list[dict]], None] | None = None,
+    workers: int = 8,
+) -> list[list[dict]]:
     """Play every task `samples` times with the model. Returns, per task, its episodes.
     `on_task(index, episodes)` is called in task order as soon as a task and all tasks
     before it are done (so records can stream out in a deterministic order)."""
     from ..rollout import ModelAgent
 
-    return _play(tasks, ModelAgent(engine, sampling, seed), samples, seed, False, max_turns,
-                 max_in_flight, workers, on_task)
+    return _play(
+        tasks,
+        ModelAgent(engine, sampling, seed),
+        samples,
+        seed,
+        False,
+        max_turns,
+        max_in_flight,
+        workers,
+        on_task,
+    )
 
 
-def run_oracle(tasks: list[Task], workers: int = 8, max_in_flight: int = 64,
-               on_task: Callable[[int, list[dict]], None] | None = None) -> list[list[dict]]:
+def run_oracle(
+    tasks: list[Task],
+    workers: int = 8,
+    max_in_flight: int = 64,
+    on_task: Callable[[int, list[dict]], None] | None = None,
+) -> list[list[dict]]:
     """Play every task once with its oracle; tasks without one end with stop "no_oracle"
     (counted as failures, and listed by the caller)."""
     from ..rollout import ReplayAgent

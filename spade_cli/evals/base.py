@@ -38,7 +38,9 @@ def require(module: str, package: str, suite: str) -> None:
         importlib.import_module(module)
     except ImportError as e:
         why = "" if getattr(e, "name", None) == module else f" ({e})"
-        raise ResourceError(f"suite {suite!r} needs the {package!r} package{why}: {INSTALL_HINT}") from None
+        raise ResourceError(
+            f"suite {suite!r} needs the {package!r} package{why}: {INSTALL_HINT}"
+        ) from None
 
 
 @dataclass
@@ -101,9 +103,9 @@ def summarize(records: list[dict]) -> dict:
             "mean_return": sum(r["stats"]["mean_return"] for r in recs) / n,
         }
         if k > 1:
-            out[f"pass@{k}"] = sum(
-                pass_at_k(len(r["samples"]), r["stats"]["successes"], k) for r in recs
-            ) / n
+            out[f"pass@{k}"] = (
+                sum(pass_at_k(len(r["samples"]), r["stats"]["successes"], k) for r in recs) / n
+            )
         stops: dict[str, int] = {}
         for r in recs:
             for s in r["samples"]:
@@ -152,5 +154,10 @@ def format_table(summary: dict, model: str = "", categories: bool = True) -> str
     if model:
         lines.append(f"model: {model}")
     for r in rows:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
     return "\n".join(lines)

@@ -42,7 +42,12 @@ from ..errors import UsageError
 from .base import Task, require
 
 SUITE = "bfcl"
-CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
+CATEGORIES = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
 ALIASES = {c.removeprefix("multi_turn_"): c for c in CATEGORIES}
 
 _counter = itertools.count()
@@ -84,9 +89,7 @@ def resolve_categories(subset: list[str] | None) -> list[str]:
     for name in subset:
         cat = ALIASES.get(name, name)
         if cat not in CATEGORIES:
-            raise UsageError(
-                f"unknown BFCL category {name!r} (choose from {', '.join(ALIASES)})"
-            )
+            raise UsageError(f"unknown BFCL category {name!r} (choose from {', '.join(ALIASES)})")
         out.append(cat)
     return out
 
@@ -228,10 +231,16 @@ class BFCLEnv:
         if self.steps > self.step_limit:
             self.done = True
             _cleanup(self.model_name)
-            return "", 0.0, True, False, {
-                "detail": "multi_turn:force_terminated: more than "
-                f"{self.step_limit} steps in turn {self.turn}"
-            }
+            return (
+                "",
+                0.0,
+                True,
+                False,
+                {
+                    "detail": "multi_turn:force_terminated: more than "
+                    f"{self.step_limit} steps in turn {self.turn}"
+                },
+            )
         return self._execute(call), 0.0, False, False, {}
 
     def begin_model_step(self) -> None:
@@ -276,8 +285,11 @@ class BFCLEnv:
             return f"Error during execution: {e}"
         self.decoded[-1].append([text])
         results, _ = execute_multi_turn_func_call(
-            [text], self.entry["initial_config"], self.entry["involved_classes"],
-            self.model_name, self.entry["id"],
+            [text],
+            self.entry["initial_config"],
+            self.entry["involved_classes"],
+            self.model_name,
+            self.entry["id"],
             long_context="long_context" in self.category or "composite" in self.category,
             is_evaL_run=False,
         )
@@ -295,9 +307,13 @@ class BFCLEnv:
             _cleanup(self.model_name)
         if verdict.get("valid"):
             return "", 1.0, True, False, {}
-        return "", 0.0, True, False, {
-            "detail": f"{verdict.get('error_type')}: {verdict.get('error_message')}"
-        }
+        return (
+            "",
+            0.0,
+            True,
+            False,
+            {"detail": f"{verdict.get('error_type')}: {verdict.get('error_message')}"},
+        )
 
 
 def _as_tool_call(action: str) -> dict | None:
@@ -374,9 +390,15 @@ def tasks(n: int | None, seed: int, subset: list[str] | None = None) -> list[Tas
         def make_env(entry=entry, gt=gt):
             return BFCLEnv(entry, gt)
 
-        out.append(Task(SUITE, entry["id"], c, make_env, seed=None,
-                        oracle=lambda env, obs, info: oracle_actions(env),
-                        meta={"turns": len(entry["question"])}))
+        out.append(
+            Task(
+                SUITE,
+                entry["id"],
+                c,
+                make_env,
+                seed=None,
+                oracle=lambda env, obs, info: oracle_actions(env),
+                meta={"turns": len(entry["question"])},
+            )
+        )
     return out
-
-

@@ -23,8 +23,11 @@ def entries(subset: list[str] | None = None) -> list[dict]:
         if bad:
             raise UsageError(f"unknown micro family {', '.join(bad)} (have: {', '.join(FAMILIES)})")
         fams = [f for f in fams if f in subset]
-    return [{"name": env_name(f, lv), "code": library_source(f, lv), "family": f"{f}/L{lv}"}
-            for f in fams for lv in LEVELS]
+    return [
+        {"name": env_name(f, lv), "code": library_source(f, lv), "family": f"{f}/L{lv}"}
+        for f in fams
+        for lv in LEVELS
+    ]
 
 
 def tasks(n: int, seed: int, subset: list[str] | None = None, sandbox=None) -> list[Task]:

@@ -37,8 +37,11 @@ class SandboxEnv:
             AgentPrompt = None
         if AgentPrompt is not None:
             self.metadata["system"] = AgentPrompt(prompt).system(
-                self.metadata.get("name") or "environment", turn_limit(self.metadata.get("max_turns")),
-                bool(self.metadata.get("tools")), self.metadata["action_format"])
+                self.metadata.get("name") or "environment",
+                turn_limit(self.metadata.get("max_turns")),
+                bool(self.metadata.get("tools")),
+                self.metadata["action_format"],
+            )
 
     def reset(self, seed=None, options=None):
         return self.session.reset(seed=seed, options=options)
@@ -61,8 +64,15 @@ def _solution(env, obs, info):
     return solution_actions((info or {}).get("solution_text")) or None
 
 
-def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list[str] | None,
-           prompt: str | None = None) -> list[Task]:
+def _tasks(
+    suite: str,
+    entries: list[dict],
+    n: int,
+    seed: int,
+    cfg,
+    subset: list[str] | None,
+    prompt: str | None = None,
+) -> list[Task]:
     """`prompt`: the agent prompt the episodes are framed with (AgentPrompt's argument)."""
     from ..envs.contracts import resolve_contract
 
@@ -70,7 +80,9 @@ def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list
         names = {e["name"] for e in entries}
         bad = [s for s in subset if s not in names]
         if bad:
-            raise UsageError(f"unknown {suite} environment {', '.join(bad)} (have: {', '.join(sorted(names))})")
+            raise UsageError(
+                f"unknown {suite} environment {', '.join(bad)} (have: {', '.join(sorted(names))})"
+            )
         entries = [e for e in entries if e["name"] in subset]
     if not entries:
         raise DataError(f"the {suite} pool is empty")
@@ -87,9 +99,18 @@ def _tasks(suite: str, entries: list[dict], n: int, seed: int, cfg, subset: list
 
         # An environment of the published contract scores its final reward, as published.
         returns = "final" if resolve_contract(e["code"], "auto") == "published" else "sum"
-        out.append(Task(suite, f"{e['name']}/{idx}", e.get("family") or e["name"], make_env,
-                        seed=ep_seed, oracle=_solution, parallel=True,
-                        meta={"env": e["name"], "episode_seed": ep_seed, "return": returns}))
+        out.append(
+            Task(
+                suite,
+                f"{e['name']}/{idx}",
+                e.get("family") or e["name"],
+                make_env,
+                seed=ep_seed,
+                oracle=_solution,
+                parallel=True,
+                meta={"env": e["name"], "episode_seed": ep_seed, "return": returns},
+            )
+        )
     return out
 
 
@@ -110,12 +131,15 @@ def library_tasks(n: int, seed: int, subset: list[str] | None = None, sandbox=No
     return _tasks("library", load_library(), n, seed, sandbox_config(sandbox), subset)
 
 
-def memory_tasks(path: str | None, n: int, seed: int, subset: list[str] | None = None,
-                 sandbox=None) -> list[Task]:
+def memory_tasks(
+    path: str | None, n: int, seed: int, subset: list[str] | None = None, sandbox=None
+) -> list[Task]:
     from ..memory import load_memory
 
     if not path:
-        raise UsageError("suite 'memory' needs --memory FILE (an environment memory written by spade-regret)")
+        raise UsageError(
+            "suite 'memory' needs --memory FILE (an environment memory written by spade-regret)"
+        )
     entries = load_memory(path)
     if not entries:
         raise DataError(f"{path}: no environments in this memory file")
@@ -142,8 +166,20 @@ def file_tasks(path: str, n: int, seed: int, sandbox=None) -> list[Task]:
         env = r.get("env") if r.get("kind") == "candidate" else r
         valid = (r.get("validation") or {}).get("valid", True)
         if isinstance(env, dict) and isinstance(env.get("code"), str) and valid:
-            entries.append({"name": str(env.get("name") or r.get("id")), "code": env["code"],
-                            "family": r.get("skill") or r.get("family") or "file"})
+            entries.append(
+                {
+                    "name": str(env.get("name") or r.get("id")),
+                    "code": env["code"],
+                    "family": r.get("skill") or r.get("family") or "file",
+                }
+            )
     if not entries:
         raise DataError(f"{path}: no valid environments to evaluate on")
-    return _tasks(os.path.basename(path.rstrip("/")) or "file", entries, n, seed, sandbox_config(sandbox), None)
+    return _tasks(
+        os.path.basename(path.rstrip("/")) or "file",
+        entries,
+        n,
+        seed,
+        sandbox_config(sandbox),
+        None,
+    )

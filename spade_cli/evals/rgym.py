@@ -82,7 +82,11 @@ class ReasoningGymEnv:
     def __init__(self, family: str, dataset, index: int):
         self.family, self.dataset, self.index = family, dataset, index
         self.entry = dataset[index]
-        self.metadata = {"name": f"reasoning-gym/{family}", "max_turns": 1, "system": system_prompt()}
+        self.metadata = {
+            "name": f"reasoning-gym/{family}",
+            "max_turns": 1,
+            "system": system_prompt(),
+        }
 
     def reset(self, seed=None, options=None):
         answer = self.entry["answer"]
@@ -94,9 +98,17 @@ class ReasoningGymEnv:
 
         answer = extract_answer(action)
         try:
-            score = float(self.dataset.score_answer(answer, self.entry)) if answer is not None else 0.0
+            score = (
+                float(self.dataset.score_answer(answer, self.entry)) if answer is not None else 0.0
+            )
         except Exception as e:  # a scorer crashing on odd model output scores zero
-            return "", 0.0, True, False, {"answer": answer, "detail": f"scorer error: {type(e).__name__}: {e}"}
+            return (
+                "",
+                0.0,
+                True,
+                False,
+                {"answer": answer, "detail": f"scorer error: {type(e).__name__}: {e}"},
+            )
         return "", clip01(score), True, False, {"answer": answer, "score": score}
 
     def close(self) -> None:
@@ -131,8 +143,17 @@ def tasks(n: int, seed: int, subset: list[str] | None = None) -> list[Task]:
         def oracle(env, obs, info):
             return info.get("solution")
 
-        out.append(Task(SUITE, f"{fam}/{idx}", fam, make_env, seed=None, oracle=oracle,
-                        meta={"family": fam, "index": idx, "dataset_seed": fam_seed}))
+        out.append(
+            Task(
+                SUITE,
+                f"{fam}/{idx}",
+                fam,
+                make_env,
+                seed=None,
+                oracle=oracle,
+                meta={"family": fam, "index": idx, "dataset_seed": fam_seed},
+            )
+        )
     return out
 
 
@@ -173,7 +194,9 @@ def fixed_env_code(family: str) -> str:
     """A contract-following environment module for one family (runs in the sandbox,
     which must be able to import reasoning_gym)."""
     if family in NO_REFERENCE or family in EXCLUDED:
-        raise UsageError(f"reasoning-gym family {family!r} has no reference answer to build a solution from")
+        raise UsageError(
+            f"reasoning-gym family {family!r} has no reference answer to build a solution from"
+        )
     return _ENV_TEMPLATE.format(family=family, name=f"reasoning-gym-{family.replace('_', '-')}")
 
 
@@ -189,11 +212,21 @@ def fixed_pool_candidates(families: list[str] | None = None, round: int = 0) -> 
             raise UsageError(f"unknown reasoning-gym family {fam!r}")
         code = fixed_env_code(fam)
         rid = make_id("cand", "fixed", SUITE, fam)
-        out.append(new_record(
-            "candidate", rid, [],
-            origin="fixed", round=round, group=rid, doc=None,
-            env={"code": code, "name": f"reasoning-gym-{fam.replace('_', '-')}",
-                 "summary": f"reasoning-gym task family {fam} (procedural, scored by its own scorer)",
-                 "max_turns": 1},
-        ))
+        out.append(
+            new_record(
+                "candidate",
+                rid,
+                [],
+                origin="fixed",
+                round=round,
+                group=rid,
+                doc=None,
+                env={
+                    "code": code,
+                    "name": f"reasoning-gym-{fam.replace('_', '-')}",
+                    "summary": f"reasoning-gym task family {fam} (procedural, scored by its own scorer)",
+                    "max_turns": 1,
+                },
+            )
+        )
     return out

@@ -50,7 +50,12 @@ def _frozen_lake(game) -> list[str]:
             break
         for name, (dr, dc) in moves.items():
             nxt = (cur[0] + dr, cur[1] + dc)
-            if 0 <= nxt[0] < n and 0 <= nxt[1] < n and nxt not in prev and grid[nxt[0]][nxt[1]] != "H":
+            if (
+                0 <= nxt[0] < n
+                and 0 <= nxt[1] < n
+                and nxt not in prev
+                and grid[nxt[0]][nxt[1]] != "H"
+            ):
                 prev[nxt] = (cur, name)
                 todo.append(nxt)
     path, cur = [], goal
@@ -62,8 +67,12 @@ def _frozen_lake(game) -> list[str]:
 
 def _sudoku(game) -> list[str]:
     board = game.state.game_state["board"]
-    return [f"[{r + 1} {c + 1} {game.full_grid[r][c]}]"
-            for r in range(9) for c in range(9) if board[r][c] == 0]
+    return [
+        f"[{r + 1} {c + 1} {game.full_grid[r][c]}]"
+        for r in range(9)
+        for c in range(9)
+        if board[r][c] == 0
+    ]
 
 
 # game id -> oracle(game) reading its hidden state
@@ -130,7 +139,9 @@ def tasks(n: int, seed: int, subset: list[str] | None = None) -> list[Task]:
     games = list(subset) if subset else list(DEFAULT_GAMES)
     bad = [g for g in games if g not in GAMES]
     if bad:
-        raise UsageError(f"unknown or unsupported textarena game {', '.join(bad)} (choose from {', '.join(GAMES)})")
+        raise UsageError(
+            f"unknown or unsupported textarena game {', '.join(bad)} (choose from {', '.join(GAMES)})"
+        )
     out = []
     count = {g: 0 for g in games}
     for i in range(n):
@@ -145,6 +156,15 @@ def tasks(n: int, seed: int, subset: list[str] | None = None) -> list[Task]:
         def oracle(env, obs, info, game=game):
             return GAMES[game](env.game)
 
-        out.append(Task(SUITE, f"{game}/{idx}", game, make_env, seed=episode_seed, oracle=oracle,
-                        meta={"game": game, "episode_seed": episode_seed}))
+        out.append(
+            Task(
+                SUITE,
+                f"{game}/{idx}",
+                game,
+                make_env,
+                seed=episode_seed,
+                oracle=oracle,
+                meta={"game": game, "episode_seed": episode_seed},
+            )
+        )
     return out

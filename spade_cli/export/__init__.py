@@ -21,8 +21,16 @@ from .spec import Episode, ExportedEnv, find_specs, load_spec, play
 
 FORMATS = ("openenv", "verifiers", "harbor")
 
-__all__ = ["FORMATS", "Episode", "ExportedEnv", "Selection", "export_pool", "load_spec", "play",
-           "read_pool"]
+__all__ = [
+    "FORMATS",
+    "Episode",
+    "ExportedEnv",
+    "Selection",
+    "export_pool",
+    "load_spec",
+    "play",
+    "read_pool",
+]
 
 
 def slug(spec: ExportedEnv) -> str:
@@ -32,8 +40,15 @@ def slug(spec: ExportedEnv) -> str:
     return f"{name}_{rid}"
 
 
-def export_pool(records: Iterable[dict], fmt: str, out: Path, selection: Selection,
-                n_seeds: int | None = None, cfg=None, log=None) -> list[Path]:
+def export_pool(
+    records: Iterable[dict],
+    fmt: str,
+    out: Path,
+    selection: Selection,
+    n_seeds: int | None = None,
+    cfg=None,
+    log=None,
+) -> list[Path]:
     """Write every selected valid environment of `records` under `out` in format `fmt`;
     returns the directories written (one per environment)."""
     from .spec import sandbox_config
@@ -47,8 +62,11 @@ def export_pool(records: Iterable[dict], fmt: str, out: Path, selection: Selecti
         for s in specs:
             missing = [k for k, v in s.solutions.items() if not v]
             if missing:
-                log.warning("%s: seed %s has no solution actions (its oracle plays nothing)",
-                            s.id, ", ".join(missing))
+                log.warning(
+                    "%s: seed %s has no solution actions (its oracle plays nothing)",
+                    s.id,
+                    ", ".join(missing),
+                )
     if fmt == "verifiers":
         from . import verifiers_env
 

@@ -30,7 +30,9 @@ class Selection:
         try:
             lo, hi = (float(x) for x in text.split(":"))
         except ValueError:
-            raise UsageError(f"--win-rate must look like LO:HI (for example 0.2:0.8), got {text!r}") from None
+            raise UsageError(
+                f"--win-rate must look like LO:HI (for example 0.2:0.8), got {text!r}"
+            ) from None
         if not 0 <= lo <= hi <= 1:
             raise UsageError(f"--win-rate {text}: need 0 <= LO <= HI <= 1")
         return lo, hi
@@ -40,9 +42,13 @@ class Selection:
             return False
         score = rec.get("score") or rec.get("scores") or {}
         regret = score.get("regret")
-        if self.min_regret is not None and not (isinstance(regret, (int, float)) and regret >= self.min_regret):
+        if self.min_regret is not None and not (
+            isinstance(regret, (int, float)) and regret >= self.min_regret
+        ):
             return False
-        if self.max_regret is not None and not (isinstance(regret, (int, float)) and regret <= self.max_regret):
+        if self.max_regret is not None and not (
+            isinstance(regret, (int, float)) and regret <= self.max_regret
+        ):
             return False
         if self.win_rate is not None:
             rate = win_rate(rec)
@@ -55,7 +61,9 @@ def win_rate(rec: dict) -> float | None:
     score = rec.get("score") or rec.get("scores") or {}
     rate = (score.get("nohint") or {}).get("success_rate")
     if rate is None:
-        rate = (((rec.get("rollouts") or {}).get("summary") or {}).get("nohint") or {}).get("success_rate")
+        rate = (((rec.get("rollouts") or {}).get("summary") or {}).get("nohint") or {}).get(
+            "success_rate"
+        )
     return float(rate) if isinstance(rate, (int, float)) else None
 
 
@@ -103,8 +111,14 @@ def build_spec(rec: dict, n_seeds: int | None, cfg) -> ExportedEnv:
     code = env["code"]
     contract = resolve_contract(code, "auto")
     returns = "final" if contract == "published" else "sum"
-    spec = ExportedEnv(record=kept(rec), code=code, contract=contract, returns=returns,
-                       max_turns=turn_limit(env.get("max_turns")), seeds=seeds_of(rec, n_seeds))
+    spec = ExportedEnv(
+        record=kept(rec),
+        code=code,
+        contract=contract,
+        returns=returns,
+        max_turns=turn_limit(env.get("max_turns")),
+        seeds=seeds_of(rec, n_seeds),
+    )
     own_hint = rec.get("hint") if isinstance(rec.get("hint"), dict) else {}
     own_hint = own_hint.get("text") if own_hint.get("ok", True) else None
     found: dict = {}
@@ -113,11 +127,17 @@ def build_spec(rec: dict, n_seeds: int | None, cfg) -> ExportedEnv:
         obs, info = check_reset_reply(out)
         found["info"] = info
         sol = info.get("solution")
-        actions = [str(a) for a in sol] if isinstance(sol, list) else solution_actions(info.get("solution_text"))
+        actions = (
+            [str(a) for a in sol]
+            if isinstance(sol, list)
+            else solution_actions(info.get("solution_text"))
+        )
         return obs, str(info.get("hint") or ""), actions
 
     with EnvSession(code, cfg) as session:
-        spec.max_turns = turn_limit((session.metadata or {}).get("max_turns") or env.get("max_turns"))
+        spec.max_turns = turn_limit(
+            (session.metadata or {}).get("max_turns") or env.get("max_turns")
+        )
         for seed in spec.seeds:
             session.renew()
             # An empty action list plays nothing: the reset alone tells the solution.
@@ -128,12 +148,18 @@ def build_spec(rec: dict, n_seeds: int | None, cfg) -> ExportedEnv:
             spec.observations[key] = ep.observation
             if isinstance(info.get("solution_text"), str):
                 spec.solution_texts[key] = info["solution_text"]
-            spec.hints[key] = own_hint if isinstance(own_hint, str) and own_hint.strip() else ep.hint
+            spec.hints[key] = (
+                own_hint if isinstance(own_hint, str) and own_hint.strip() else ep.hint
+            )
             session.renew()
-            ep = run_episode(session, seed, ep.solution, spec.max_turns, "solution", reset_check=reset_check)
+            ep = run_episode(
+                session, seed, ep.solution, spec.max_turns, "solution", reset_check=reset_check
+            )
             if returns == "sum":
                 spec.replay_returns[key] = float(ep.ret)
             else:
-                stop = "terminated" if ep.terminated else "truncated" if ep.truncated else "max_turns"
+                stop = (
+                    "terminated" if ep.terminated else "truncated" if ep.truncated else "max_turns"
+                )
                 spec.replay_returns[key] = final_return([s[2] for s in ep.steps], stop)
     return spec

@@ -86,22 +86,48 @@ python3 -m spade_cli.export.harbor score --env "$here/spade" --out "$out"
 
 
 def _toml_value(v) -> str:
-    return json.dumps(v) if isinstance(v, str) else ("true" if v is True else "false" if v is False else repr(v))
+    return (
+        json.dumps(v)
+        if isinstance(v, str)
+        else ("true" if v is True else "false" if v is False else repr(v))
+    )
 
 
 def task_toml(spec: ExportedEnv, seed: int) -> str:
     rec = spec.record
     score = rec.get("score") or rec.get("scores") or {}
-    meta = {"author_name": "spade", "spade_id": spec.id, "name": spec.name, "skill": rec.get("skill"),
-            "contract": spec.contract, "seed": seed, "regret": score.get("regret"),
-            "designer_reward": score.get("reward"),
-            "success_nohint": (score.get("nohint") or {}).get("success_rate"),
-            "success_hint": (score.get("hint") or {}).get("success_rate")}
+    meta = {
+        "author_name": "spade",
+        "spade_id": spec.id,
+        "name": spec.name,
+        "skill": rec.get("skill"),
+        "contract": spec.contract,
+        "seed": seed,
+        "regret": score.get("regret"),
+        "designer_reward": score.get("reward"),
+        "success_nohint": (score.get("nohint") or {}).get("success_rate"),
+        "success_hint": (score.get("hint") or {}).get("success_rate"),
+    }
     lines = ['schema_version = "1.4"', "", "[metadata]"]
-    lines += [f"{k} = {_toml_value(v)}" for k, v in meta.items()
-              if isinstance(v, (str, int, float, bool)) and v is not None]
-    lines += ["", "[verifier]", "timeout_sec = 300.0", "", "[agent]", "timeout_sec = 1800.0", "",
-              "[environment]", "build_timeout_sec = 1200.0", "cpus = 1", "memory_mb = 2048", ""]
+    lines += [
+        f"{k} = {_toml_value(v)}"
+        for k, v in meta.items()
+        if isinstance(v, (str, int, float, bool)) and v is not None
+    ]
+    lines += [
+        "",
+        "[verifier]",
+        "timeout_sec = 300.0",
+        "",
+        "[agent]",
+        "timeout_sec = 1800.0",
+        "",
+        "[environment]",
+        "build_timeout_sec = 1200.0",
+        "cpus = 1",
+        "memory_mb = 2048",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -109,17 +135,27 @@ def write(spec: ExportedEnv, directory: Path) -> Path:
     seed = spec.seeds[0]
     key = str(seed)
     write_spec(spec, directory / "tests" / "spade", "harbor")
-    hidden = replace(spec, solutions={}, hints={}, solution_texts={}, replay_returns={},
-                     observations={})
+    hidden = replace(
+        spec, solutions={}, hints={}, solution_texts={}, replay_returns={}, observations={}
+    )
     write_spec(hidden, directory / "environment" / "spade", "harbor-environment")
     write_text(directory / "environment" / "Dockerfile", DOCKERFILE.format(env_dir=ENV_DIR))
     env = spec.record.get("env") or spec.record
-    rule = ("Each action is one tool call as JSON: "
-            '{"name": ..., "arguments": {...}}.' if spec.tools else
-            "Each action is one reply, as the observation asks for it.")
-    write_text(directory / "instruction.md", INSTRUCTION.format(
-        name=spec.name, summary=env.get("summary") or "", max_turns=spec.max_turns,
-        action_rule=rule, observation=spec.observations[key].replace("```", "'''")))
+    rule = (
+        'Each action is one tool call as JSON: {"name": ..., "arguments": {...}}.'
+        if spec.tools
+        else "Each action is one reply, as the observation asks for it."
+    )
+    write_text(
+        directory / "instruction.md",
+        INSTRUCTION.format(
+            name=spec.name,
+            summary=env.get("summary") or "",
+            max_turns=spec.max_turns,
+            action_rule=rule,
+            observation=spec.observations[key].replace("```", "'''"),
+        ),
+    )
     (directory / "solution").mkdir(exist_ok=True)
     hint = " ".join((spec.hints.get(key) or "(none)").split())
     # No actions (a published solution() that only describes the goal): the loop plays none.
@@ -148,8 +184,10 @@ def _actions() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m spade_cli.export.harbor",
-                                 description="Play (act, show) or score (score) this task's episode.")
+    ap = argparse.ArgumentParser(
+        prog="python3 -m spade_cli.export.harbor",
+        description="Play (act, show) or score (score) this task's episode.",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     act = sub.add_parser("act", help="take one action; prints the reply, reward and done")
     act.add_argument("action")

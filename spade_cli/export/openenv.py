@@ -49,7 +49,7 @@ if __name__ == "__main__":
     main()
 '''
 
-PYPROJECT = '''[project]
+PYPROJECT = """[project]
 name = "{package}"
 version = "0.1.0"
 description = "spade environment {name} ({id}) as an OpenEnv server"
@@ -61,7 +61,7 @@ server = "server.app:main"
 
 [tool.setuptools]
 packages = ["server"]
-'''
+"""
 
 
 def write(spec: ExportedEnv, directory: Path) -> Path:
@@ -70,10 +70,15 @@ def write(spec: ExportedEnv, directory: Path) -> Path:
     fields = {"name": spec.name, "id": spec.id}
     write_text(directory / "server" / "__init__.py", "")
     write_text(directory / "server" / "app.py", APP.format(**fields))
-    write_text(directory / "openenv.yaml", f"spec_version: 1\nname: {directory.name}\ntype: space\n"
-                                           "runtime: fastapi\napp: server.app:app\nport: 8000\n")
-    write_text(directory / "pyproject.toml",
-               PYPROJECT.format(package=directory.name.replace("_", "-"), pin=PIN, **fields))
+    write_text(
+        directory / "openenv.yaml",
+        f"spec_version: 1\nname: {directory.name}\ntype: space\n"
+        "runtime: fastapi\napp: server.app:app\nport: 8000\n",
+    )
+    write_text(
+        directory / "pyproject.toml",
+        PYPROJECT.format(package=directory.name.replace("_", "-"), pin=PIN, **fields),
+    )
     return directory
 
 
@@ -87,8 +92,10 @@ def create_app(spec_dir: str | Path, max_concurrent_envs: int | None = None):
     cfg = sandbox_config()
 
     class SpadeAction(Action):
-        message: str = Field(description="The agent's reply: one action (a JSON tool call "
-                                          "for a tool-use environment)")
+        message: str = Field(
+            description="The agent's reply: one action (a JSON tool call "
+            "for a tool-use environment)"
+        )
 
     class SpadeObservation(Observation):
         text: str = Field(default="", description="What the environment shows the agent")
@@ -116,8 +123,9 @@ def create_app(spec_dir: str | Path, max_concurrent_envs: int | None = None):
 
         def step(self, action, timeout_s=None, **kwargs):
             if self.episode is None or self.episode.done:
-                return SpadeObservation(text="The episode is over: reset to play again.",
-                                        done=True, reward=0.0)
+                return SpadeObservation(
+                    text="The episode is over: reset to play again.", done=True, reward=0.0
+                )
             obs, reward, done = self.episode.step(action.message)
             self._state.step_count += 1
             self._state.episode_return = self.episode.episode_return
@@ -130,8 +138,12 @@ def create_app(spec_dir: str | Path, max_concurrent_envs: int | None = None):
 
         def get_metadata(self):
             env = spec.record.get("env") or spec.record
-            return EnvironmentMetadata(name=spec.name, description=str(env.get("summary") or spec.name),
-                                       version=str(spec.record.get("id")), author="spade")
+            return EnvironmentMetadata(
+                name=spec.name,
+                description=str(env.get("summary") or spec.name),
+                version=str(spec.record.get("id")),
+                author="spade",
+            )
 
         def close(self):
             if self.episode is not None:
@@ -139,5 +151,10 @@ def create_app(spec_dir: str | Path, max_concurrent_envs: int | None = None):
                 self.episode = None
 
     limit = max_concurrent_envs or int(os.environ.get("MAX_CONCURRENT_ENVS", "8"))
-    return create_app(SpadeEnvironment, SpadeAction, SpadeObservation, env_name=spec.name,
-                      max_concurrent_envs=limit)
+    return create_app(
+        SpadeEnvironment,
+        SpadeAction,
+        SpadeObservation,
+        env_name=spec.name,
+        max_concurrent_envs=limit,
+    )

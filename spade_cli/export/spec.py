@@ -26,9 +26,32 @@ CODE_FILE = "env.py"
 META_FILE = "spade.json"
 # What of a candidate record an export keeps: the environment and what was learned about
 # it, not how it was made (design messages, token ids and rollouts stay in the run).
-KEPT_FIELDS = ("kind", "v", "id", "parents", "origin", "round", "group", "skill", "env",
-               "validation", "hint", "score", "scores", "name", "summary", "max_turns",
-               "tools", "doc_id", "code_hash", "replays", "last_round", "family", "path", "sha256")
+KEPT_FIELDS = (
+    "kind",
+    "v",
+    "id",
+    "parents",
+    "origin",
+    "round",
+    "group",
+    "skill",
+    "env",
+    "validation",
+    "hint",
+    "score",
+    "scores",
+    "name",
+    "summary",
+    "max_turns",
+    "tools",
+    "doc_id",
+    "code_hash",
+    "replays",
+    "last_round",
+    "family",
+    "path",
+    "sha256",
+)
 
 
 @dataclass
@@ -72,12 +95,20 @@ class ExportedEnv:
         return env.get("tools") or None
 
     def meta(self, fmt: str) -> dict:
-        return {"spade_export": SPEC_VERSION, "format": fmt, "contract": self.contract,
-                "return": self.returns, "max_turns": self.max_turns, "seeds": self.seeds,
-                "solutions": self.solutions, "replay_returns": self.replay_returns,
-                "hints": self.hints, "solution_texts": self.solution_texts,
-                "observations": self.observations,
-                "record": self.record}
+        return {
+            "spade_export": SPEC_VERSION,
+            "format": fmt,
+            "contract": self.contract,
+            "return": self.returns,
+            "max_turns": self.max_turns,
+            "seeds": self.seeds,
+            "solutions": self.solutions,
+            "replay_returns": self.replay_returns,
+            "hints": self.hints,
+            "solution_texts": self.solution_texts,
+            "observations": self.observations,
+            "record": self.record,
+        }
 
 
 def write_spec(spec: ExportedEnv, directory: Path, fmt: str) -> Path:
@@ -96,19 +127,30 @@ def load_spec(directory: str | Path) -> ExportedEnv:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         code = (directory / CODE_FILE).read_text(encoding="utf-8")
     except OSError as e:
-        raise DataError(f"cannot read the exported environment: {e.strerror}", str(meta_path)) from None
+        raise DataError(
+            f"cannot read the exported environment: {e.strerror}", str(meta_path)
+        ) from None
     except ValueError as e:
         raise DataError(f"bad JSON: {e}", str(meta_path)) from None
     if not isinstance(meta, dict) or meta.get("spade_export") != SPEC_VERSION:
-        raise DataError(f"not a spade export (spade_export {SPEC_VERSION} expected)", str(meta_path))
+        raise DataError(
+            f"not a spade export (spade_export {SPEC_VERSION} expected)", str(meta_path)
+        )
     try:
-        return ExportedEnv(record=meta["record"], code=code, contract=meta["contract"],
-                           returns=meta["return"], max_turns=int(meta["max_turns"]),
-                           seeds=[int(s) for s in meta["seeds"]], solutions=meta["solutions"],
-                           replay_returns=meta["replay_returns"], hints=meta.get("hints") or {},
-                           solution_texts=meta.get("solution_texts") or {},
-                           observations=meta.get("observations") or {},
-                           fmt=str(meta.get("format") or ""))
+        return ExportedEnv(
+            record=meta["record"],
+            code=code,
+            contract=meta["contract"],
+            returns=meta["return"],
+            max_turns=int(meta["max_turns"]),
+            seeds=[int(s) for s in meta["seeds"]],
+            solutions=meta["solutions"],
+            replay_returns=meta["replay_returns"],
+            hints=meta.get("hints") or {},
+            solution_texts=meta.get("solution_texts") or {},
+            observations=meta.get("observations") or {},
+            fmt=str(meta.get("format") or ""),
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise DataError(f"malformed spade.json ({type(e).__name__}: {e})", str(meta_path)) from None
 
@@ -200,7 +242,9 @@ class Episode:
         self.close()
 
 
-def play(spec: ExportedEnv, seed: int, actions: list[str], cfg=None) -> tuple[float, list[str], bool]:
+def play(
+    spec: ExportedEnv, seed: int, actions: list[str], cfg=None
+) -> tuple[float, list[str], bool]:
     """Replay `actions` on `seed` from a fresh worker (by the contract, the same seed and
     actions give the same episode): (return, the observations so far, whether it is over).
     Actions after the episode ended are not played."""

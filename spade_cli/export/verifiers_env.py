@@ -56,7 +56,7 @@ def load_environment(**taskset):
 __all__ = ["SpadePool", "SpadePoolEnvironment", "load_environment"]
 '''
 
-PYPROJECT = '''[project]
+PYPROJECT = """[project]
 name = "spade-pool"
 version = "0.1.0"
 description = "{n} spade environments as a verifiers taskset"
@@ -72,12 +72,14 @@ include = ["{package}*"]
 
 [tool.setuptools.package-data]
 {package} = ["envs/*/spade/*"]
-'''
+"""
 
 
 def write(specs: list[ExportedEnv], out: Path, slugs: dict[str, str]) -> list[Path]:
     pkg = out / PACKAGE
-    written = [write_spec(s, pkg / "envs" / slugs[s.id] / "spade", "verifiers").parent for s in specs]
+    written = [
+        write_spec(s, pkg / "envs" / slugs[s.id] / "spade", "verifiers").parent for s in specs
+    ]
     write_text(pkg / "__init__.py", INIT.format(n=len(specs)))
     write_text(out / "pyproject.toml", PYPROJECT.format(n=len(specs), pin=PIN, package=PACKAGE))
     return written

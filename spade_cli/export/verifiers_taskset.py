@@ -28,9 +28,12 @@ from .spec import Episode, find_specs, load_spec, sandbox_config
 SYSTEM_PROMPT = (
     "You act in a multi-turn text environment. Each user message is what the environment "
     "shows you; your whole reply is your next action, exactly in the form the environment "
-    "asks for.")
-TOOLS_RULE = (" This environment takes tool calls: reply with exactly one JSON object "
-              '{"name": <tool>, "arguments": {...}} per turn, using these tools: ')
+    "asks for."
+)
+TOOLS_RULE = (
+    " This environment takes tool calls: reply with exactly one JSON object "
+    '{"name": <tool>, "arguments": {...}} per turn, using these tools: '
+)
 
 
 def reply_action(reply: str, tools: list | None) -> str:
@@ -85,8 +88,15 @@ class SpadePoolEnv(vf.Env[SpadeEnvConfig]):
                     segment = await interaction.turn(obs)
             trace = interaction.trace
             trace.record_reward("spade_return", episode.episode_return, 1.0)
-            trace.info.update({"spade_id": spec.id, "seed": info["seed"], "stop": episode.stop,
-                               "skill": spec.record.get("skill"), "first_observation": first})
+            trace.info.update(
+                {
+                    "spade_id": spec.id,
+                    "seed": info["seed"],
+                    "stop": episode.stop,
+                    "skill": spec.record.get("skill"),
+                    "first_observation": first,
+                }
+            )
         finally:
             await asyncio.to_thread(episode.close)
 
@@ -99,8 +109,12 @@ class SpadePoolTaskset(vf.Taskset[SpadeTask, SpadePoolConfig]):
             spec = load_spec(d)
             system = SYSTEM_PROMPT + (TOOLS_RULE + json.dumps(spec.tools) if spec.tools else "")
             for seed in spec.seeds[: self.config.seeds_per_env or None]:
-                yield SpadeTask(SpadeData(
-                    name=f"{spec.name}#{seed}", prompt=spec.observations[str(seed)],
-                    system_prompt=system,
-                    info={"env": str(d.relative_to(self.ENVS)), "id": spec.id, "seed": seed}),
-                    self.config.task)
+                yield SpadeTask(
+                    SpadeData(
+                        name=f"{spec.name}#{seed}",
+                        prompt=spec.observations[str(seed)],
+                        system_prompt=system,
+                        info={"env": str(d.relative_to(self.ENVS)), "id": spec.id, "seed": seed},
+                    ),
+                    self.config.task,
+                )

@@ -38,43 +38,76 @@ from .trackers import TRACKERS, check_trackers
 class BaselineSettings:
     TABLE: ClassVar[str] = "baseline"
 
-    mode: str = option("spade", cli=False, choices=("spade", "fixed-pool"), help="""spade (designer
+    mode: str = option(
+        "spade",
+        cli=False,
+        choices=("spade", "fixed-pool"),
+        help="""spade (designer
         writes environments) or fixed-pool (no designer: the agent trains on a fixed pool of
-        environments).""")
-    pool: str = option("library", cli=False, help="""Fixed pool for mode = fixed-pool: "library"
+        environments).""",
+    )
+    pool: str = option(
+        "library",
+        cli=False,
+        help="""Fixed pool for mode = fixed-pool: "library"
         (the example environments), "micro" (the micro world's families at every level),
         "reasoning-gym" or "reasoning-gym:fam1,fam2" (its task
-        families as environments; needs the eval extra), or a candidates file.""")
-    pool_size: int = option(8, cli=False, min=1, help="Environments drawn from the pool each round.")
+        families as environments; needs the eval extra), or a candidates file.""",
+    )
+    pool_size: int = option(
+        8, cli=False, min=1, help="Environments drawn from the pool each round."
+    )
 
 
 @dataclass
 class LoopSettings:
     TABLE: ClassVar[str] = "loop"
 
-    agent_steps: int = option(1, cli=False, min=1, help="""Agent GRPO steps per round, on the same
+    agent_steps: int = option(
+        1,
+        cli=False,
+        min=1,
+        help="""Agent GRPO steps per round, on the same
         environments (published: 4 for games, 8 for tool use). Step 1 plays with and without
         hints (the regret) and trains the agent; each further step re-plays the environments
         without hints on the previous step's checkpoint and trains the agent again; then the
         designer trains once, its win rate over all the round's no-hint plays. 1: one update
-        on both roles' samples.""")
-    world: str = option("spade", cli=False, choices=("spade", "micro"), help="""spade: the example
+        on both roles' samples.""",
+    )
+    world: str = option(
+        "spade",
+        cli=False,
+        choices=("spade", "micro"),
+        help="""spade: the example
         library is the first memory and, without a model path, the tiny random model is built;
         micro: the micro world (spade_cli/micro/): the micro library is the first memory and
         the fixed pool, and the pretrained micro model (spade-init-model --kind micro, cached)
-        is the base model.""")
-    report_to: list[str] = option(cli=False, factory=list, choices=TRACKERS, help="""Experiment
+        is the base model.""",
+    )
+    report_to: list[str] = option(
+        cli=False,
+        factory=list,
+        choices=TRACKERS,
+        help="""Experiment
         trackers that get every round's metrics and plots, beside RUN/metrics.jsonl (which stays
         the source of truth): any of "wandb" (RUN/wandb/; WANDB_MODE=offline keeps it local),
         "tensorboard" (RUN/tensorboard/) and "trackio" (its local store, project "spade"). The
-        packages are the `trackers` extra.""")
+        packages are the `trackers` extra.""",
+    )
 
 
 STAGE_TABLES: dict[str, type] = {
     "loop": LoopSettings,
-    "model": EngineSettings, "corpus": SampleDocsSettings, "design": DesignSettings,
-    "validate": ValidateSettings, "hint": HintSettings, "rollout": RolloutSettings, "regret": RegretSettings,
-    "train": TrainSettings, "baseline": BaselineSettings, "eval": EvalSettings,
+    "model": EngineSettings,
+    "corpus": SampleDocsSettings,
+    "design": DesignSettings,
+    "validate": ValidateSettings,
+    "hint": HintSettings,
+    "rollout": RolloutSettings,
+    "regret": RegretSettings,
+    "train": TrainSettings,
+    "baseline": BaselineSettings,
+    "eval": EvalSettings,
     "sandbox": SandboxSettings,
 }
 
@@ -129,8 +162,9 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
                 raise UsageError(f"{source}: {key!r} must be a table")
             table = dict(value)
             if "extra_args" in table:
-                extra[name] = st.coerce(f"{source}: '{key}.extra_args'", table.pop("extra_args"),
-                                        list[str])
+                extra[name] = st.coerce(
+                    f"{source}: '{key}.extra_args'", table.pop("extra_args"), list[str]
+                )
             kwargs[name] = st.from_table(STAGE_TABLES[name], table, source, f"{key}.")
         else:
             raise UsageError(f"{source}: unknown field {key!r}")
@@ -139,8 +173,10 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
     if cfg.rounds < 1:
         raise UsageError(f"{source}: 'rounds' must be at least 1, got {cfg.rounds}")
     if cfg.loop.agent_steps > 1 and not (cfg.train.enabled and cfg.train.role in ("agent", "both")):
-        raise UsageError(f"{source}: 'loop.agent_steps' above 1 needs [train] enabled with role "
-                         f"agent or both (the steps are agent updates)")
+        raise UsageError(
+            f"{source}: 'loop.agent_steps' above 1 needs [train] enabled with role "
+            f"agent or both (the steps are agent updates)"
+        )
     return cfg
 
 
@@ -155,15 +191,19 @@ def describe_fields() -> list[tuple[str, str, str]]:
 
     tree = ast.parse(inspect.getsource(LoopConfig))
     body = tree.body[0].body  # type: ignore[attr-defined]
-    docs = {a.target.id: " ".join(str(b.value.value).split())  # type: ignore[union-attr]
-            for a, b in zip(body, body[1:], strict=False)
-            if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)}
+    docs = {
+        a.target.id: " ".join(str(b.value.value).split())  # type: ignore[union-attr]
+        for a, b in zip(body, body[1:], strict=False)
+        if isinstance(a, ast.AnnAssign)
+        and isinstance(b, ast.Expr)
+        and isinstance(b.value, ast.Constant)
+    }
     cfg = LoopConfig()
     rows = [(name, repr(getattr(cfg, name)), docs.get(name, "")) for name in TOP]
     for table in STAGE_TABLES:
         rows += list(st.rows(getattr(cfg, table), f"{table}."))
         if table not in ("baseline", "loop"):
-            rows.append((f"{table}.extra_args", "[]", "Raw extra flags passed to this stage's command."))
+            rows.append(
+                (f"{table}.extra_args", "[]", "Raw extra flags passed to this stage's command.")
+            )
     return rows
-
-

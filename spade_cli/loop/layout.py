@@ -62,7 +62,9 @@ def memory_in(cfg: LoopConfig, r: int) -> Path | None:
 
 
 def base_model(cfg: LoopConfig) -> str:
-    return cfg.model.path or str(cfg.run_dir / ("micro-model" if cfg.loop.world == "micro" else "tiny-model"))
+    return cfg.model.path or str(
+        cfg.run_dir / ("micro-model" if cfg.loop.world == "micro" else "tiny-model")
+    )
 
 
 class Shell(str):
@@ -116,8 +118,9 @@ class Stage:
     keep: bool = False
     """Its output stays a file even in a pipe (the round's summary reads it)."""
 
-    def argv(self, inputs: list[str] | None = None, output: str | None = None,
-             shard: str | None = None) -> list[str]:
+    def argv(
+        self, inputs: list[str] | None = None, output: str | None = None, shard: str | None = None
+    ) -> list[str]:
         """The command line (without `spade-`), e.g. with other inputs for a pipe or
         another output for a shard."""
         out = output if output is not None else (str(self.output) if self.output else None)
@@ -148,8 +151,9 @@ class Round:
 
     def done(self, stage: Stage) -> bool:
         info = self.manifest["stages"].get(stage.name)
-        return bool(info and info.get("status") == "done"
-                    and all(p.exists() for p in stage.outputs))
+        return bool(
+            info and info.get("status") == "done" and all(p.exists() for p in stage.outputs)
+        )
 
     def mark_done(self, stage: Stage, seconds: float) -> None:
         # A fresh read: under Slurm, jobs of other stages may have written it meanwhile.
@@ -163,5 +167,6 @@ class Round:
             "argv": shell_line(stage.argv()),
             "outputs": [p.name for p in stage.outputs],
         }
-        atomic_write_bytes(str(self.manifest_path),
-                           orjson.dumps(self.manifest, option=orjson.OPT_INDENT_2))
+        atomic_write_bytes(
+            str(self.manifest_path), orjson.dumps(self.manifest, option=orjson.OPT_INDENT_2)
+        )

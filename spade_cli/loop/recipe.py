@@ -58,9 +58,15 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     library_args = ["--library", str(MICRO_LIBRARY)] if micro else []
     if r == 1 and not cfg.model.path:
         tiny = Path(base_model(cfg))
-        out.append(Stage("init-model", "init-model", [str(tiny)],
-                         ["--kind", "micro" if micro else "tiny", "--seed", str(cfg.seed), "--force"],
-                         outputs=[tiny / "config.json"]))
+        out.append(
+            Stage(
+                "init-model",
+                "init-model",
+                [str(tiny)],
+                ["--kind", "micro" if micro else "tiny", "--seed", str(cfg.seed), "--force"],
+                outputs=[tiny / "config.json"],
+            )
+        )
     if r == 1 and mem is not None:
         out.append(Stage("memory-init", "memory", ["init", str(mem), *library_args], outputs=[mem]))
 
@@ -68,52 +74,114 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     replay_args: list[str] = []
     if cfg.rollout.replay > 0 and mem is not None and cfg.baseline.mode == "spade":
         # Environments from memory for the agent; only the memory comes before it.
-        out.append(Stage("replay", "memory", ["replay", str(mem)],
-                         ["-n", str(cfg.rollout.replay), "--round", str(r), "--seed", seed],
-                         replay, [replay]))
+        out.append(
+            Stage(
+                "replay",
+                "memory",
+                ["replay", str(mem)],
+                ["-n", str(cfg.rollout.replay), "--round", str(r), "--seed", seed],
+                replay,
+                [replay],
+            )
+        )
         replay_args = ["--replay", str(replay)]
         rollout_order.append(str(replay))
 
     if cfg.baseline.mode == "fixed-pool":
         from ..envs.library import library_dir
 
-        pool = (str(library_dir()) if cfg.baseline.pool == "library" else
-                str(MICRO_LIBRARY) if cfg.baseline.pool == "micro" else cfg.baseline.pool)
+        pool = (
+            str(library_dir())
+            if cfg.baseline.pool == "library"
+            else str(MICRO_LIBRARY)
+            if cfg.baseline.pool == "micro"
+            else cfg.baseline.pool
+        )
         if pool.startswith("reasoning-gym"):
             # The task families as contract environments, then drawn like any pool.
             source = d / "pool-source.jsonl.zst"
-            out.append(Stage("pool-source", "eval", [], ["--emit-pool", "--suite", pool],
-                             source, [source]))
+            out.append(
+                Stage("pool-source", "eval", [], ["--emit-pool", "--suite", pool], source, [source])
+            )
             pool = str(source)
-        out.append(Stage("pool", "memory", ["pool", pool], ["-n", str(cfg.baseline.pool_size),
-                                                           "--round", str(r), "--seed", seed],
-                         cands, [cands]))
+        out.append(
+            Stage(
+                "pool",
+                "memory",
+                ["pool", pool],
+                ["-n", str(cfg.baseline.pool_size), "--round", str(r), "--seed", seed],
+                cands,
+                [cands],
+            )
+        )
     else:
         corpus = cfg.corpus.paths
         if not corpus:
             demo = cfg.run_dir / "demo-corpus.jsonl.zst"
             corpus = [str(demo)]
             if r == 1:
-                out.append(Stage("demo-corpus", "sample-docs", [], ["--build-demo-corpus", str(demo)],
-                                 outputs=[demo]))
+                out.append(
+                    Stage(
+                        "demo-corpus",
+                        "sample-docs",
+                        [],
+                        ["--build-demo-corpus", str(demo)],
+                        outputs=[demo],
+                    )
+                )
         # A fresh document per design: as many documents as the round has designs.
         per_design = cfg.design.doc_per_design and not cfg.design.no_doc
-        corpus_cfg = dataclasses.replace(cfg.corpus, docs_per_round=cfg.corpus.docs_per_round
-                                         * (cfg.design.designs_per_doc if per_design else 1))
-        out.append(Stage("sample-docs", "sample-docs", list(corpus),
-                         [*st.to_argv(corpus_cfg), "--seed", seed, *extra("corpus", [])],
-                         docs, [docs]))
+        corpus_cfg = dataclasses.replace(
+            cfg.corpus,
+            docs_per_round=cfg.corpus.docs_per_round
+            * (cfg.design.designs_per_doc if per_design else 1),
+        )
+        out.append(
+            Stage(
+                "sample-docs",
+                "sample-docs",
+                list(corpus),
+                [*st.to_argv(corpus_cfg), "--seed", seed, *extra("corpus", [])],
+                docs,
+                [docs],
+            )
+        )
         memory_args = ["--memory", str(mem)] if mem is not None and not cfg.design.no_memory else []
-        out.append(Stage("design", "design", [str(docs)],
-                         [*engine, *st.to_argv(cfg.design), *memory_args, "--round", str(r),
-                          "--seed", seed, *extra("design", [])],
-                         cands, [cands], shardable=True, order_inputs=[str(docs)]))
+        out.append(
+            Stage(
+                "design",
+                "design",
+                [str(docs)],
+                [
+                    *engine,
+                    *st.to_argv(cfg.design),
+                    *memory_args,
+                    "--round",
+                    str(r),
+                    "--seed",
+                    seed,
+                    *extra("design", []),
+                ],
+                cands,
+                [cands],
+                shardable=True,
+                order_inputs=[str(docs)],
+            )
+        )
 
     judge = engine if cfg.validate.judge else []  # the model under test judges (--judge)
-    out.append(Stage("validate", "validate", [str(cands)],
-                     [*st.to_argv(cfg.validate), *judge, *sandbox, "--seed", seed,
-                      *extra("validate", [])],
-                     validated, [validated], shardable=True, order_inputs=[str(cands)]))
+    out.append(
+        Stage(
+            "validate",
+            "validate",
+            [str(cands)],
+            [*st.to_argv(cfg.validate), *judge, *sandbox, "--seed", seed, *extra("validate", [])],
+            validated,
+            [validated],
+            shardable=True,
+            order_inputs=[str(cands)],
+        )
+    )
     played = [str(validated)]
     if cfg.baseline.mode == "spade":
         # Documents whose designs all failed are designed again, into the same groups.
@@ -123,35 +191,104 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
             if cfg.design.redesign_doc == "fresh" and not cfg.design.no_doc:
                 # Other documents for this pass, as the release samples one per attempt.
                 docs_a = d / f"docs-{a}.jsonl.zst"
-                out.append(Stage(f"sample-docs-{a}", "sample-docs", list(corpus),
-                                 [*st.to_argv(corpus_cfg), "--seed", str(int(seed) + 10_000 * a),
-                                  *extra("corpus", [])],
-                                 docs_a, [docs_a]))
+                out.append(
+                    Stage(
+                        f"sample-docs-{a}",
+                        "sample-docs",
+                        list(corpus),
+                        [
+                            *st.to_argv(corpus_cfg),
+                            "--seed",
+                            str(int(seed) + 10_000 * a),
+                            *extra("corpus", []),
+                        ],
+                        docs_a,
+                        [docs_a],
+                    )
+                )
                 retry += ["--fresh-docs", str(docs_a)]
-            out.append(Stage(f"design-{a}", "design", [str(docs)],
-                             [*engine, *st.to_argv(cfg.design), *memory_args, "--round", str(r),
-                              "--seed", seed, "--attempt", str(a), *retry, *extra("design", [])],
-                             c_a, [c_a]))
-            out.append(Stage(f"validate-{a}", "validate", [str(c_a)],
-                             [*st.to_argv(cfg.validate), *judge, *sandbox, "--seed", seed,
-                              *extra("validate", [])],
-                             v_a, [v_a], shardable=True, order_inputs=[str(c_a)]))
+            out.append(
+                Stage(
+                    f"design-{a}",
+                    "design",
+                    [str(docs)],
+                    [
+                        *engine,
+                        *st.to_argv(cfg.design),
+                        *memory_args,
+                        "--round",
+                        str(r),
+                        "--seed",
+                        seed,
+                        "--attempt",
+                        str(a),
+                        *retry,
+                        *extra("design", []),
+                    ],
+                    c_a,
+                    [c_a],
+                )
+            )
+            out.append(
+                Stage(
+                    f"validate-{a}",
+                    "validate",
+                    [str(c_a)],
+                    [
+                        *st.to_argv(cfg.validate),
+                        *judge,
+                        *sandbox,
+                        "--seed",
+                        seed,
+                        *extra("validate", []),
+                    ],
+                    v_a,
+                    [v_a],
+                    shardable=True,
+                    order_inputs=[str(c_a)],
+                )
+            )
             played.append(str(v_a))
     rollout_in = played
     rollout_order = [*played, *rollout_order[1:]]
     if cfg.rollout.hint_source == "self":
         # The model writes the hints of this round's and the replayed environments.
         hinted = d / "hinted.jsonl.zst"
-        hint_in = played + rollout_order[len(played):]
-        out.append(Stage("hint", "hint", hint_in,
-                         [*engine, *st.to_argv(cfg.hint), *sandbox, "--seed", seed, *extra("hint", [])],
-                         hinted, [hinted], shardable=True, order_inputs=hint_in))
+        hint_in = played + rollout_order[len(played) :]
+        out.append(
+            Stage(
+                "hint",
+                "hint",
+                hint_in,
+                [*engine, *st.to_argv(cfg.hint), *sandbox, "--seed", seed, *extra("hint", [])],
+                hinted,
+                [hinted],
+                shardable=True,
+                order_inputs=hint_in,
+            )
+        )
         rollout_in = rollout_order = [str(hinted)]
         replay_args = []
-    out.append(Stage("rollout", "rollout", rollout_in,
-                     [*replay_args, *engine, *st.to_argv(cfg.rollout), *sandbox, "--seed", seed,
-                      *extra("rollout", [])],
-                     rollouts, [rollouts], shardable=True, order_inputs=rollout_order))
+    out.append(
+        Stage(
+            "rollout",
+            "rollout",
+            rollout_in,
+            [
+                *replay_args,
+                *engine,
+                *st.to_argv(cfg.rollout),
+                *sandbox,
+                "--seed",
+                seed,
+                *extra("rollout", []),
+            ],
+            rollouts,
+            [rollouts],
+            shardable=True,
+            order_inputs=rollout_order,
+        )
+    )
 
     regret_args = [*st.to_argv(cfg.regret), "--round", str(r)]
     lp_state = d / "lp-state.json"
@@ -161,10 +298,18 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
         regret_args += ["--memory", str(memory_out)]
     # The stage owns a fresh copy of the previous memory, so a rerun after a kill in
     # mid-stage starts again from the same memory.
-    out.append(Stage("regret", "regret", [str(rollouts)], [*regret_args, *extra("regret", [])],
-                     scored, [scored] + ([memory_out] if mem is not None else [])
-                     + ([lp_state] if lp_here else []),
-                     copy=(mem, memory_out) if mem is not None else None, keep=True))
+    out.append(
+        Stage(
+            "regret",
+            "regret",
+            [str(rollouts)],
+            [*regret_args, *extra("regret", [])],
+            scored,
+            [scored] + ([memory_out] if mem is not None else []) + ([lp_state] if lp_here else []),
+            copy=(mem, memory_out) if mem is not None else None,
+            keep=True,
+        )
+    )
 
     if cfg.train.enabled:
         ckpt, ckpt_rec = d / "checkpoint", d / checkpoint_record()
@@ -172,29 +317,65 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
         if cfg.baseline.mode != "spade":
             train = dataclasses.replace(train, role="agent")
         if cfg.loop.agent_steps == 1:
-            out.append(Stage("train", "train", [str(scored)],
-                             ["--model", model, "--output-dir", str(ckpt), *st.to_argv(train),
-                              "--seed", seed, "--metrics", str(d / train_metrics_file()),
-                              *extra("train", [])],
-                             ckpt_rec, [ckpt_rec]))
+            out.append(
+                Stage(
+                    "train",
+                    "train",
+                    [str(scored)],
+                    [
+                        "--model",
+                        model,
+                        "--output-dir",
+                        str(ckpt),
+                        *st.to_argv(train),
+                        "--seed",
+                        seed,
+                        "--metrics",
+                        str(d / train_metrics_file()),
+                        *extra("train", []),
+                    ],
+                    ckpt_rec,
+                    [ckpt_rec],
+                )
+            )
         else:
-            out += agent_steps(cfg, r, train, model, seed, rollout_in, rollout_order, replay_args, sandbox)
+            out += agent_steps(
+                cfg, r, train, model, seed, rollout_in, rollout_order, replay_args, sandbox
+            )
 
     if cfg.eval.suites:
         evals = d / "eval.jsonl.zst"
         eval_model = model_of(cfg, r + 1) if cfg.train.enabled else model
         # The same items every round (the master seed), so checkpoints are comparable.
-        out.append(Stage("eval", "eval", [],
-                         [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", eval_model,
-                          *st.to_argv(cfg.eval), "--seed", str(cfg.seed), *extra("eval", [])],
-                         evals, [evals]))
+        out.append(
+            Stage(
+                "eval",
+                "eval",
+                [],
+                [
+                    *st.to_argv(dataclasses.replace(cfg.model, path="")),
+                    "--model",
+                    eval_model,
+                    *st.to_argv(cfg.eval),
+                    "--seed",
+                    str(cfg.seed),
+                    *extra("eval", []),
+                ],
+                evals,
+                [evals],
+            )
+        )
     return out
 
 
 def windowed(cfg: LoopConfig) -> bool:
     """The designer trains at the end of a window of agent steps (regret-window)."""
-    return (cfg.loop.agent_steps > 1 and cfg.train.enabled and cfg.baseline.mode == "spade"
-            and cfg.train.role == "both")
+    return (
+        cfg.loop.agent_steps > 1
+        and cfg.train.enabled
+        and cfg.baseline.mode == "spade"
+        and cfg.train.role == "both"
+    )
 
 
 def lp_args(cfg: LoopConfig, r: int, write: bool) -> list[str]:
@@ -214,8 +395,17 @@ def step_seed(seed: str, s: int) -> str:
     return seed if s == 1 else str(int(seed) + 1_000_000 * (s - 1))
 
 
-def agent_steps(cfg: LoopConfig, r: int, train: TrainSettings, model: str, seed: str, rollout_in: list[str],
-                rollout_order: list[str], replay_args: list[str], sandbox: list[str]) -> list[Stage]:
+def agent_steps(
+    cfg: LoopConfig,
+    r: int,
+    train: TrainSettings,
+    model: str,
+    seed: str,
+    rollout_in: list[str],
+    rollout_order: list[str],
+    replay_args: list[str],
+    sandbox: list[str],
+) -> list[Stage]:
     """The training of a round of `loop.agent_steps` steps on the same environments.
 
     Step 1 trains the agent on the round's scored plays (`train-s1`). Step s > 1 re-plays
@@ -239,33 +429,97 @@ def agent_steps(cfg: LoopConfig, r: int, train: TrainSettings, model: str, seed:
         train_in = str(d / SCORED)
         if s > 1:
             plays = d / step_rollouts(s)
-            out.append(Stage(f"rollout-s{s}", "rollout", rollout_in,
-                             [*replay_args, *engine, step_model, *st.to_argv(replays), *sandbox,
-                              "--seed", step_seed(seed, s), *extra("rollout", [])],
-                             plays, [plays], shardable=True, order_inputs=rollout_order, keep=True))
+            out.append(
+                Stage(
+                    f"rollout-s{s}",
+                    "rollout",
+                    rollout_in,
+                    [
+                        *replay_args,
+                        *engine,
+                        step_model,
+                        *st.to_argv(replays),
+                        *sandbox,
+                        "--seed",
+                        step_seed(seed, s),
+                        *extra("rollout", []),
+                    ],
+                    plays,
+                    [plays],
+                    shardable=True,
+                    order_inputs=rollout_order,
+                    keep=True,
+                )
+            )
             train_in = str(plays)
             window.append(str(plays))
         last = s == n and not designer
         tag = "" if last else f"-s{s}"
         rec = d / checkpoint_record(tag)
-        out.append(Stage("train" if last else f"train-s{s}", "train", [train_in],
-                         ["--model", step_model, "--output-dir", str(d / f"checkpoint{tag}"),
-                          *st.to_argv(agent), "--seed", step_seed(seed, s),
-                          "--metrics", str(d / train_metrics_file(tag)), *extra("train", [])],
-                         rec, [rec]))
+        out.append(
+            Stage(
+                "train" if last else f"train-s{s}",
+                "train",
+                [train_in],
+                [
+                    "--model",
+                    step_model,
+                    "--output-dir",
+                    str(d / f"checkpoint{tag}"),
+                    *st.to_argv(agent),
+                    "--seed",
+                    step_seed(seed, s),
+                    "--metrics",
+                    str(d / train_metrics_file(tag)),
+                    *extra("train", []),
+                ],
+                rec,
+                [rec],
+            )
+        )
         step_model = checkpoint_model(rec)
     if designer:
         rescored, ckpt_rec = d / SCORED_WINDOW, d / checkpoint_record()
         lp = lp_args(cfg, r, write=True)
-        out.append(Stage("regret-window", "regret", [str(d / SCORED)],
-                         [*st.to_argv(cfg.regret), "--round", str(r), *lp,
-                          *[a for w in window for a in ("--window", w)], *extra("regret", [])],
-                         rescored, [rescored] + ([d / "lp-state.json"] if lp else []), keep=True))
-        out.append(Stage("train", "train", [str(rescored)],
-                         ["--model", step_model, "--output-dir", str(d / "checkpoint"),
-                          *st.to_argv(dataclasses.replace(train, role="designer")), "--seed", seed,
-                          "--metrics", str(d / train_metrics_file()), *extra("train", [])],
-                         ckpt_rec, [ckpt_rec]))
+        out.append(
+            Stage(
+                "regret-window",
+                "regret",
+                [str(d / SCORED)],
+                [
+                    *st.to_argv(cfg.regret),
+                    "--round",
+                    str(r),
+                    *lp,
+                    *[a for w in window for a in ("--window", w)],
+                    *extra("regret", []),
+                ],
+                rescored,
+                [rescored] + ([d / "lp-state.json"] if lp else []),
+                keep=True,
+            )
+        )
+        out.append(
+            Stage(
+                "train",
+                "train",
+                [str(rescored)],
+                [
+                    "--model",
+                    step_model,
+                    "--output-dir",
+                    str(d / "checkpoint"),
+                    *st.to_argv(dataclasses.replace(train, role="designer")),
+                    "--seed",
+                    seed,
+                    "--metrics",
+                    str(d / train_metrics_file()),
+                    *extra("train", []),
+                ],
+                ckpt_rec,
+                [ckpt_rec],
+            )
+        )
     return out
 
 
@@ -276,12 +530,18 @@ def as_script(cfg: LoopConfig, r: int, pipe: bool = False) -> str:
     """Round r as a bash script. With `pipe`, a stage whose only input is the previous
     stage's output, which nothing else reads, reads it from the pipe (`-`)."""
     stages = round_stages(cfg, r)
-    lines = ["#!/usr/bin/env bash", f"# Round {r} of run {cfg.name!r}, as spade-loop runs it.",
-             "set -euo pipefail", f"mkdir -p {shlex.quote(str(round_dir(cfg, r)))}"]
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Round {r} of run {cfg.name!r}, as spade-loop runs it.",
+        "set -euo pipefail",
+        f"mkdir -p {shlex.quote(str(round_dir(cfg, r)))}",
+    ]
     i = 0
     while i < len(stages):
         chain = [stages[i]]
-        while pipe and i + 1 < len(stages) and _pipes_into(chain[-1], stages[i + 1], stages[i + 2:]):
+        while (
+            pipe and i + 1 < len(stages) and _pipes_into(chain[-1], stages[i + 1], stages[i + 2 :])
+        ):
             i += 1
             chain.append(stages[i])
         for s in chain:
@@ -289,8 +549,9 @@ def as_script(cfg: LoopConfig, r: int, pipe: bool = False) -> str:
                 lines.append(f"cp {shlex.quote(str(s.copy[0]))} {shlex.quote(str(s.copy[1]))}")
         parts = []
         for j, s in enumerate(chain):
-            argv = s.argv(inputs=["-"] if j > 0 else None,
-                          output="-" if j < len(chain) - 1 else None)
+            argv = s.argv(
+                inputs=["-"] if j > 0 else None, output="-" if j < len(chain) - 1 else None
+            )
             if j < len(chain) - 1:
                 argv = argv[:-2]  # stdout
             parts.append(shell_line(argv))

@@ -41,15 +41,25 @@ def score_metrics(scored: list[dict]) -> dict[str, Any]:
     valid = [c for c in designed if (c.get("validation") or {}).get("valid")]
     reasons = Counter((c.get("validation") or {}).get("reason", "unvalidated") for c in designed)
     # Genuinely multi-turn: observations depend on the actions (spade-validate measures it).
-    measured = [c["validation"]["multi_turn"] for c in valid if c["validation"].get("multi_turn") is not None]
-    regrets = [c["score"]["regret"] for c in scored if (c.get("score") or {}).get("regret") is not None]
-    rewards = [c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None]
+    measured = [
+        c["validation"]["multi_turn"]
+        for c in valid
+        if c["validation"].get("multi_turn") is not None
+    ]
+    regrets = [
+        c["score"]["regret"] for c in scored if (c.get("score") or {}).get("regret") is not None
+    ]
+    rewards = [
+        c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
+    ]
     comps: dict[str, list[float]] = {k: [] for k in COMPONENTS}
     for c in scored:
         for k, v in ((c.get("score") or {}).get("components") or {}).items():
             if k in comps and v is not None:
                 comps[k].append(v)
-    attempts = Counter(str((c.get("design") or {}).get("attempt", 1)) for c in designed if c.get("design"))
+    attempts = Counter(
+        str((c.get("design") or {}).get("attempt", 1)) for c in designed if c.get("design")
+    )
     succ: dict[str, list[float]] = {"nohint": [], "hint": []}
     returns: dict[str, list[float]] = {"nohint": [], "hint": []}
     for c in scored:
@@ -87,10 +97,20 @@ def skill_metrics(designed: list[dict]) -> dict[str, dict[str, Any]]:
     for skill in sorted({c["skill"] for c in designed if c.get("skill")}):
         mine = [c for c in designed if c.get("skill") == skill]
         valid = [c for c in mine if (c.get("validation") or {}).get("valid")]
-        wins = [1.0 if ep.get("success") else 0.0 for c in mine for ep in (c.get("rollouts") or {}).get("nohint") or []]
-        regrets = [c["score"]["regret"] for c in mine if (c.get("score") or {}).get("regret") is not None]
-        out[skill] = {"designs": len(mine), "valid_rate": round(len(valid) / len(mine), 4),
-                      "win_rate": _mean(wins), "regret_mean": _mean(regrets)}
+        wins = [
+            1.0 if ep.get("success") else 0.0
+            for c in mine
+            for ep in (c.get("rollouts") or {}).get("nohint") or []
+        ]
+        regrets = [
+            c["score"]["regret"] for c in mine if (c.get("score") or {}).get("regret") is not None
+        ]
+        out[skill] = {
+            "designs": len(mine),
+            "valid_rate": round(len(valid) / len(mine), 4),
+            "win_rate": _mean(wins),
+            "regret_mean": _mean(regrets),
+        }
     return out
 
 
@@ -99,8 +119,11 @@ def train_metrics(path: Path) -> dict[str, Any]:
         return {}
     rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
     losses = [r["losses/loss"] for r in rows if "losses/loss" in r]
-    return {"train_steps": len(losses), "train_loss_last": losses[-1] if losses else None,
-            "train_losses": losses}
+    return {
+        "train_steps": len(losses),
+        "train_loss_last": losses[-1] if losses else None,
+        "train_losses": losses,
+    }
 
 
 def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[str, Any]]:
@@ -115,16 +138,27 @@ def step_metrics(cfg: LoopConfig, rnd: Round, scored: list[dict]) -> list[dict[s
         eps = [ep for c in plays for ep in (c.get("rollouts") or {}).get("nohint") or []]
         name = f"train-s{s}" if f"train-s{s}" in names else "train"
         tm = _step_train(rnd, "" if name == "train" else f"-s{s}")
-        rows.append({"step": s, "role": "agent", "episodes": len(eps),
-                     "win_rate": _mean([float(ep.get("return", 0.0)) for ep in eps]),
-                     "success_nohint": _mean([1.0 if ep.get("success") else 0.0 for ep in eps]),
-                     **tm,
-                     "seconds": round(sum(seconds.get(k, 0.0) for k in (f"rollout-s{s}", name)), 3)})
+        rows.append(
+            {
+                "step": s,
+                "role": "agent",
+                "episodes": len(eps),
+                "win_rate": _mean([float(ep.get("return", 0.0)) for ep in eps]),
+                "success_nohint": _mean([1.0 if ep.get("success") else 0.0 for ep in eps]),
+                **tm,
+                "seconds": round(sum(seconds.get(k, 0.0) for k in (f"rollout-s{s}", name)), 3),
+            }
+        )
     if "regret-window" in names:
         tm = _step_train(rnd, "")
-        rows.append({"step": cfg.loop.agent_steps, "role": "designer",
-                     **tm,
-                     "seconds": round(seconds.get("regret-window", 0.0) + seconds.get("train", 0.0), 3)})
+        rows.append(
+            {
+                "step": cfg.loop.agent_steps,
+                "role": "designer",
+                **tm,
+                "seconds": round(seconds.get("regret-window", 0.0) + seconds.get("train", 0.0), 3),
+            }
+        )
     return rows
 
 
@@ -134,8 +168,12 @@ def _step_train(rnd: Round, tag: str) -> dict[str, Any]:
     tm = train_metrics(rnd.path(train_metrics_file(tag)))
     rec = rnd.path(checkpoint_record(tag))
     ckpt = orjson.loads(rec.read_bytes().splitlines()[0]) if rec.exists() else {}
-    return {"train_steps": tm.get("train_steps", ckpt.get("steps")), "train_loss_last": tm.get("train_loss_last"),
-            "train_losses": tm.get("train_losses", []), "checkpoint_format": ckpt.get("format")}
+    return {
+        "train_steps": tm.get("train_steps", ckpt.get("steps")),
+        "train_loss_last": tm.get("train_loss_last"),
+        "train_losses": tm.get("train_losses", []),
+        "checkpoint_format": ckpt.get("format"),
+    }
 
 
 def _records(path: Path) -> list[dict]:
@@ -164,8 +202,16 @@ def round_summary(cfg: LoopConfig, rnd: Round) -> dict[str, Any]:
         if window.exists():
             # What the designer trained on: its rewards with the window's win rate.
             rescored = score_metrics(list(RecordReader([str(window)])))
-            summary.update({k: rescored[k] for k in ("designer_reward_mean", "designer_samples",
-                                                      *(f"{c}_mean" for c in COMPONENTS))})
+            summary.update(
+                {
+                    k: rescored[k]
+                    for k in (
+                        "designer_reward_mean",
+                        "designer_samples",
+                        *(f"{c}_mean" for c in COMPONENTS),
+                    )
+                }
+            )
     _write_metrics(cfg, summary)
     plots = plot_run(cfg)
     report_round(cfg.run_dir, cfg.name, cfg.loop.report_to, summary, plots)
@@ -237,7 +283,9 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
         bottom = [x + y for x, y in zip(bottom, vals, strict=True)]
     for x, top, r in zip(rounds, bottom, rows, strict=True):
         if r.get("valid_rate") is not None:
-            ax.annotate(f"{r['valid_rate']:.0%} valid", (x, top), ha="center", va="bottom", fontsize=8)
+            ax.annotate(
+                f"{r['valid_rate']:.0%} valid", (x, top), ha="center", va="bottom", fontsize=8
+            )
     legend(ax, fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     save(fig, "validity.png")
 
@@ -253,10 +301,15 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
 
     # The designer reward and its components, round means.
     fig, ax = new("designer reward and its components (round means)", "value")
-    for key, label in (("designer_reward_mean", "reward"), *((f"{k}_mean", k.replace("_", " ")) for k in COMPONENTS)):
+    for key, label in (
+        ("designer_reward_mean", "reward"),
+        *((f"{k}_mean", k.replace("_", " ")) for k in COMPONENTS),
+    ):
         vals = [r.get(key) for r in rows]
         if any(v is not None for v in vals):
-            ax.plot(rounds, [float("nan") if v is None else v for v in vals], marker="o", label=label)
+            ax.plot(
+                rounds, [float("nan") if v is None else v for v in vals], marker="o", label=label
+            )
     ax.axhline(0, color="grey", lw=0.5)
     legend(ax, fontsize=7)
     save(fig, "reward.png")
@@ -264,7 +317,10 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
     # Success with and without the hint, side by side per round.
     fig, ax = new("agent success rate", "success rate")
     w = 0.35
-    for dx, key, label in ((-w / 2, "success_nohint", "no hint"), (w / 2, "success_hint", "with hint")):
+    for dx, key, label in (
+        (-w / 2, "success_nohint", "no hint"),
+        (w / 2, "success_hint", "with hint"),
+    ):
         bars = ax.bar([x + dx for x in rounds], [r.get(key) or 0 for r in rows], w, label=label)
         ax.bar_label(bars, fmt="%.2f", fontsize=7)
     ax.set_ylim(0, 1.05)
@@ -276,22 +332,38 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
     step = 0
     for r in rows:
         # A round of several agent steps: every step's optimizer steps, in order.
-        losses = ([x for s in r["steps"] for x in s.get("train_losses") or []] if r.get("steps")
-                  else r.get("train_losses") or [])
+        losses = (
+            [x for s in r["steps"] for x in s.get("train_losses") or []]
+            if r.get("steps")
+            else r.get("train_losses") or []
+        )
         if losses:
-            ax.plot(range(step, step + len(losses)), losses, marker=".", label=f"round {r['round']}")
+            ax.plot(
+                range(step, step + len(losses)), losses, marker=".", label=f"round {r['round']}"
+            )
         step += len(losses)
     legend(ax, fontsize=7)
     if not step:
-        ax.text(0.5, 0.5, "no optimizer steps yet\n(no group had a reward spread)",
-                ha="center", va="center", transform=ax.transAxes, color="grey")
+        ax.text(
+            0.5,
+            0.5,
+            "no optimizer steps yet\n(no group had a reward spread)",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="grey",
+        )
     save(fig, "training.png")
 
     skills = sorted({k for r in rows for k in r.get("skills") or {}})
     if skills:
         fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-        for ax, key, label in zip(axes, ("valid_rate", "win_rate", "regret_mean"),
-                                  ("valid rate", "no-hint win rate", "mean regret"), strict=True):
+        for ax, key, label in zip(
+            axes,
+            ("valid_rate", "win_rate", "regret_mean"),
+            ("valid rate", "no-hint win rate", "mean regret"),
+            strict=True,
+        ):
             ax.set(title=f"{label} per skill", xlabel="round", ylabel=label)
             for skill in skills:
                 pts = [(r["round"], (r.get("skills") or {}).get(skill, {}).get(key)) for r in rows]
@@ -305,21 +377,33 @@ def plot_run(cfg: LoopConfig) -> list[Path]:
 
 def step_line(step: dict[str, Any]) -> str:
     """One agent or designer step of a round, for stderr."""
+
     def f(v: Any, fmt: str) -> str:
         return "-" if v is None else fmt.format(v)
 
-    plays = (f"{step['episodes']} no-hint plays, win rate {f(step.get('win_rate'), '{:.3f}')}, "
-             if step["role"] == "agent" else "")
-    return (f"{plays}{f(step.get('train_steps'), '{}')} optimizer steps, loss "
-            f"{f(step.get('train_loss_last'), '{:.4f}')}, {step.get('seconds', 0):.1f} s")
+    plays = (
+        f"{step['episodes']} no-hint plays, win rate {f(step.get('win_rate'), '{:.3f}')}, "
+        if step["role"] == "agent"
+        else ""
+    )
+    return (
+        f"{plays}{f(step.get('train_steps'), '{}')} optimizer steps, loss "
+        f"{f(step.get('train_loss_last'), '{:.4f}')}, {step.get('seconds', 0):.1f} s"
+    )
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """A short fixed-width table of the run so far, for stderr."""
-    cols = [("round", "round", "{}"), ("designs", "designs", "{}"), ("valid", "valid_rate", "{:.2f}"),
-            ("multiturn", "multi_turn_rate", "{:.2f}"),
-            ("regret", "regret_mean", "{:+.3f}"), ("succ", "success_nohint", "{:.2f}"),
-            ("succ+hint", "success_hint", "{:.2f}"), ("loss", "train_loss_last", "{:.4f}")]
+    cols = [
+        ("round", "round", "{}"),
+        ("designs", "designs", "{}"),
+        ("valid", "valid_rate", "{:.2f}"),
+        ("multiturn", "multi_turn_rate", "{:.2f}"),
+        ("regret", "regret_mean", "{:+.3f}"),
+        ("succ", "success_nohint", "{:.2f}"),
+        ("succ+hint", "success_hint", "{:.2f}"),
+        ("loss", "train_loss_last", "{:.4f}"),
+    ]
     lines = ["  ".join(f"{h:>9}" for h, _, _ in cols)]
     for r in rows:
         cells = []
@@ -328,4 +412,3 @@ def table(rows: list[dict[str, Any]]) -> str:
             cells.append(f"{(fmt.format(v) if v is not None else '-'):>9}")
         lines.append("  ".join(cells))
     return "\n".join(lines)
-

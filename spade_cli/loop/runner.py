@@ -58,9 +58,11 @@ def run_in(rnd: Round, stage: Stage, shard: str | None = None, worker: bool = Fa
         remove_dead_partials(path)  # a killed earlier try's leftovers
     argv = stage.argv(output=output, shard=shard)
     if any(isinstance(a, Shell) for a in argv):
-        raise UsageError(f"round {rnd.r}: stage {stage.name} reads a checkpoint record that "
-                         f"does not exist yet ({next(a for a in argv if isinstance(a, Shell))}); "
-                         f"run the stages before it first")
+        raise UsageError(
+            f"round {rnd.r}: stage {stage.name} reads a checkpoint record that "
+            f"does not exist yet ({next(a for a in argv if isinstance(a, Shell))}); "
+            f"run the stages before it first"
+        )
     cmd = [sys.executable, "-m", "spade_cli", *argv, *verbosity_args()]
     log.info("round %d: %s", rnd.r, shell_line(argv))
     t = time.perf_counter()
@@ -91,16 +93,22 @@ def merge_shards(rnd: Round, stage: Stage, shards: int) -> float:
     parts = [shard_output(stage, f"{i}/{shards}") for i in range(shards)]
     missing = [p for p in parts if not Path(p).exists()]
     if missing:
-        raise SpadeError(f"round {rnd.r}: {stage.name} shard outputs missing: "
-                         f"{', '.join(missing)}")
-    argv = ["cat", *parts, *[a for p in stage.order_inputs for a in ("--order-like", p)],
-            "-o", str(stage.output)]
+        raise SpadeError(f"round {rnd.r}: {stage.name} shard outputs missing: {', '.join(missing)}")
+    argv = [
+        "cat",
+        *parts,
+        *[a for p in stage.order_inputs for a in ("--order-like", p)],
+        "-o",
+        str(stage.output),
+    ]
     log.info("round %d: %s", rnd.r, shell_line(argv))
-    proc = subprocess.run([sys.executable, "-m", "spade_cli", *argv, *verbosity_args()],
-                          preexec_fn=_die_with_parent)
+    proc = subprocess.run(
+        [sys.executable, "-m", "spade_cli", *argv, *verbosity_args()], preexec_fn=_die_with_parent
+    )
     if proc.returncode != 0:
-        raise SpadeError(f"round {rnd.r}: merging the {stage.name} shards failed "
-                         f"(exit {proc.returncode})")
+        raise SpadeError(
+            f"round {rnd.r}: merging the {stage.name} shards failed (exit {proc.returncode})"
+        )
     seconds = time.perf_counter() - t
     rnd.mark_done(stage, seconds)
     return seconds
@@ -179,19 +187,32 @@ class Loop:
             lock.close()
 
 
-def run_stage(cfg: LoopConfig, r: int, name: str, shard: str | None = None,
-              merge: int | None = None, machine_rank: int | None = None,
-              main_process_ip: str | None = None) -> None:
+def run_stage(
+    cfg: LoopConfig,
+    r: int,
+    name: str,
+    shard: str | None = None,
+    merge: int | None = None,
+    machine_rank: int | None = None,
+    main_process_ip: str | None = None,
+) -> None:
     """One stage of round r on its own (a Slurm job): the whole stage, one shard of a map
     stage, or the merge of its shards. Its inputs are the earlier stages' outputs. A
     multi-node train runs this on every node with its rank; rank 0 records the stage."""
     if machine_rank is not None or main_process_ip is not None:
         if name != "train" or cfg.train.num_machines < 2:
-            raise UsageError("--machine-rank and --main-process-ip go with --stage train "
-                             "and train.num_machines > 1")
-        cfg = dataclasses.replace(cfg, train=dataclasses.replace(
-            cfg.train, machine_rank=machine_rank or 0,
-            main_process_ip=main_process_ip or cfg.train.main_process_ip))
+            raise UsageError(
+                "--machine-rank and --main-process-ip go with --stage train "
+                "and train.num_machines > 1"
+            )
+        cfg = dataclasses.replace(
+            cfg,
+            train=dataclasses.replace(
+                cfg.train,
+                machine_rank=machine_rank or 0,
+                main_process_ip=main_process_ip or cfg.train.main_process_ip,
+            ),
+        )
     rnd = Round(cfg, r)
     stages = {s.name: s for s in round_stages(cfg, r)}
     if name not in stages:

@@ -39,8 +39,10 @@ def check_trackers(names: list[str]) -> None:
 
     missing = [n for n in names if importlib.util.find_spec(_PACKAGES[n]) is None]
     if missing:
-        raise ResourceError(f"[loop] report_to names {', '.join(missing)}, which is not installed "
-                            f"(pip install -e '.[trackers]')")
+        raise ResourceError(
+            f"[loop] report_to names {', '.join(missing)}, which is not installed "
+            f"(pip install -e '.[trackers]')"
+        )
 
 
 def flat_metrics(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -58,7 +60,9 @@ def flat_metrics(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:
     return out
 
 
-def _tensorboard(run_dir: Path, step: int, metrics: dict[str, float], plots: list[Path], _name: str) -> None:
+def _tensorboard(
+    run_dir: Path, step: int, metrics: dict[str, float], plots: list[Path], _name: str
+) -> None:
     import matplotlib.image
     from torch.utils.tensorboard import SummaryWriter
 
@@ -70,36 +74,51 @@ def _tensorboard(run_dir: Path, step: int, metrics: dict[str, float], plots: lis
             w.add_image(f"plots/{p.stem}", img, global_step=step, dataformats="HWC")
 
 
-def _trackio(run_dir: Path, step: int, metrics: dict[str, float], plots: list[Path], name: str) -> None:
+def _trackio(
+    run_dir: Path, step: int, metrics: dict[str, float], plots: list[Path], name: str
+) -> None:
     import trackio
 
     trackio.init(project=PROJECT, name=name, resume="allow", embed=False)
     try:
-        trackio.log({**metrics, **{f"plots/{p.stem}": trackio.Image(str(p)) for p in plots}}, step=step)
+        trackio.log(
+            {**metrics, **{f"plots/{p.stem}": trackio.Image(str(p)) for p in plots}}, step=step
+        )
     finally:
         trackio.finish()
 
 
-def _wandb(run_dir: Path, step: int, metrics: dict[str, float], plots: list[Path], name: str) -> None:
+def _wandb(
+    run_dir: Path, step: int, metrics: dict[str, float], plots: list[Path], name: str
+) -> None:
     import os
 
     import wandb
 
     run_id = re.sub(r"[^A-Za-z0-9_-]", "-", name)[:64]
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", PROJECT), name=name, id=run_id,
-                     resume="allow", dir=str(run_dir))
+    run = wandb.init(
+        project=os.environ.get("WANDB_PROJECT", PROJECT),
+        name=name,
+        id=run_id,
+        resume="allow",
+        dir=str(run_dir),
+    )
     try:
         run.log({**metrics, **{f"plots/{p.stem}": wandb.Image(str(p)) for p in plots}}, step=step)
     finally:
         run.finish()
 
 
-WRITERS: dict[str, Callable[..., None]] = {"tensorboard": _tensorboard, "trackio": _trackio,
-                                            "wandb": _wandb}
+WRITERS: dict[str, Callable[..., None]] = {
+    "tensorboard": _tensorboard,
+    "trackio": _trackio,
+    "wandb": _wandb,
+}
 
 
-def report_round(run_dir: Path, name: str, trackers: list[str], summary: dict[str, Any],
-                 plots: list[Path]) -> None:
+def report_round(
+    run_dir: Path, name: str, trackers: list[str], summary: dict[str, Any], plots: list[Path]
+) -> None:
     """Give round `summary["round"]` (its metrics and `plots`) to each tracker that has
     not had it yet."""
     from ..recordio import atomic_write_bytes

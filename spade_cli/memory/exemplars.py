@@ -81,12 +81,17 @@ def _of_skill(entries: list[Entry], skill: str | None) -> list[Entry]:
     return [e for e in entries if e.get("skill") == skill] if skill else list(entries)
 
 
-def select_published(entries: list[Entry], skill: str | None, n: int = 2, seed: int = 0) -> list[Entry]:
+def select_published(
+    entries: list[Entry], skill: str | None, n: int = 2, seed: int = 0
+) -> list[Entry]:
     """n exemplars by the published policy (module docstring), best regret first."""
     if n <= 0:
         return []
-    pool = [e for e in _of_skill(entries, skill)
-            if (w := win_rate(e)) is not None and BAND[0] <= w <= BAND[1] and _regret(e) > float("-inf")]
+    pool = [
+        e
+        for e in _of_skill(entries, skill)
+        if (w := win_rate(e)) is not None and BAND[0] <= w <= BAND[1] and _regret(e) > float("-inf")
+    ]
     top = sorted(pool, key=lambda e: (-_regret(e), e["id"]))[: max(3 * n, 10)]
     rng = random.Random(int(stable_hash(seed, "published", n=16), 16))
     picked = rng.sample(top, min(n, len(top)))

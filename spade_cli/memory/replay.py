@@ -37,8 +37,9 @@ def _learnability(e: Entry) -> float:
     return float(p) * (1.0 - float(p)) if isinstance(p, (int, float)) else 0.25
 
 
-def replay_priorities(entries: list[Entry], round_: int, beta: float = REPLAY_BETA,
-                      rho: float = REPLAY_RHO) -> dict[str, float]:
+def replay_priorities(
+    entries: list[Entry], round_: int, beta: float = REPLAY_BETA, rho: float = REPLAY_RHO
+) -> dict[str, float]:
     """PLR replay probability of each entry (module docstring); sums to 1."""
     if not entries:
         return {}
@@ -46,7 +47,9 @@ def replay_priorities(entries: list[Entry], round_: int, beta: float = REPLAY_BE
     weights = [(1.0 / (r + 1)) ** (1.0 / beta) for r in range(len(ranked))]
     total = sum(weights)
     p_s = {e["id"]: w / total for e, w in zip(ranked, weights, strict=True)}
-    stale = {e["id"]: max(0, round_ - int(e.get("last_round", e.get("round", 0)) or 0)) for e in entries}
+    stale = {
+        e["id"]: max(0, round_ - int(e.get("last_round", e.get("round", 0)) or 0)) for e in entries
+    }
     s_total = sum(stale.values())
     if s_total == 0:
         return p_s
@@ -54,7 +57,11 @@ def replay_priorities(entries: list[Entry], round_: int, beta: float = REPLAY_BE
 
 
 def select_replay(
-    entries: list[Entry], n: int, round_: int, seed: int = 0, beta: float = REPLAY_BETA,
+    entries: list[Entry],
+    n: int,
+    round_: int,
+    seed: int = 0,
+    beta: float = REPLAY_BETA,
     rho: float = REPLAY_RHO,
 ) -> list[Entry]:
     """Up to n distinct entries drawn by PLR priority; deterministic for (seed, round)."""
@@ -80,7 +87,12 @@ def select_replay(
 
 def replay_candidate(e: Entry, round_: int, priority: float | None = None) -> dict:
     """A candidate record for spade-rollout --replay: valid, carrying the env from memory."""
-    env = {"code": e["code"], "name": e.get("name"), "summary": e.get("summary"), "max_turns": e.get("max_turns")}
+    env = {
+        "code": e["code"],
+        "name": e.get("name"),
+        "summary": e.get("summary"),
+        "max_turns": e.get("max_turns"),
+    }
     if e.get("tools"):
         env["tools"] = e["tools"]
     cid = make_id("cand", "replay", e["id"], round_)
@@ -109,22 +121,44 @@ def replay_candidate(e: Entry, round_: int, priority: float | None = None) -> di
     )
 
 
-def replay_candidates(entries: list[Entry], n: int, round_: int, seed: int = 0,
-                      beta: float = REPLAY_BETA, rho: float = REPLAY_RHO) -> list[dict]:
+def replay_candidates(
+    entries: list[Entry],
+    n: int,
+    round_: int,
+    seed: int = 0,
+    beta: float = REPLAY_BETA,
+    rho: float = REPLAY_RHO,
+) -> list[dict]:
     probs = replay_priorities(entries, round_, beta, rho)
-    return [replay_candidate(e, round_, round(probs[e["id"]], 6))
-            for e in select_replay(entries, n, round_, seed, beta, rho)]
+    return [
+        replay_candidate(e, round_, round(probs[e["id"]], 6))
+        for e in select_replay(entries, n, round_, seed, beta, rho)
+    ]
 
 
 def pool_candidate(e: Entry, round_: int) -> dict:
     """A memory entry as a fresh candidate (origin "library", no verdict yet) for the
     fixed-pool baseline: it goes through spade-validate like the example library."""
-    env = {"code": e["code"], "name": e.get("name"), "summary": e.get("summary"), "max_turns": e.get("max_turns")}
+    env = {
+        "code": e["code"],
+        "name": e.get("name"),
+        "summary": e.get("summary"),
+        "max_turns": e.get("max_turns"),
+    }
     if e.get("tools"):
         env["tools"] = e["tools"]
     rid = make_id("lib", e["id"], round_)
-    return new_record("candidate", rid, [e["id"]], origin="library", round=round_, group=rid,
-                      doc=None, design=None, env=env)
+    return new_record(
+        "candidate",
+        rid,
+        [e["id"]],
+        origin="library",
+        round=round_,
+        group=rid,
+        doc=None,
+        design=None,
+        env=env,
+    )
 
 
 def draw(items: list[dict], n: int, seed: int, stage: str, round_: int) -> list[dict]:

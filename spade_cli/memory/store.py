@@ -47,7 +47,9 @@ def save_memory(path: str, entries: Iterable[Entry]) -> int:
 @contextmanager
 def locked(path: str):
     """An exclusive advisory lock on `path.lock` for a read-modify-write of the memory."""
-    lock_path = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.lock")
+    lock_path = os.path.join(
+        os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.lock"
+    )
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     except FileNotFoundError:
@@ -132,9 +134,20 @@ def entries_from_library(library: Iterable[dict], round_: int = 0) -> list[Entry
             continue
         seen.add(eid)
         rec = new_record(
-            "env", eid, [], name=lib.get("name") or "", summary=summary_of(lib), code=lib["code"],
-            max_turns=lib.get("max_turns"), doc_id=None, round=round_, scores=scores_of({}),
-            replays=0, last_round=round_, code_hash=h, origin="library",
+            "env",
+            eid,
+            [],
+            name=lib.get("name") or "",
+            summary=summary_of(lib),
+            code=lib["code"],
+            max_turns=lib.get("max_turns"),
+            doc_id=None,
+            round=round_,
+            scores=scores_of({}),
+            replays=0,
+            last_round=round_,
+            code_hash=h,
+            origin="library",
         )
         if lib.get("tools"):
             rec["tools"] = lib["tools"]
@@ -185,9 +198,13 @@ def find_entry(entries: list[Entry], key: str) -> Entry | None:
     return pref[0] if len(pref) == 1 else None
 
 
-def merge_into_memory(old: list[dict], accepted: Iterable[dict],
-                      replayed: Iterable[tuple[str, dict, int]],
-                      seen_ids: set[str] | None = None, threshold: float | None = None) -> list[dict]:
+def merge_into_memory(
+    old: list[dict],
+    accepted: Iterable[dict],
+    replayed: Iterable[tuple[str, dict, int]],
+    seen_ids: set[str] | None = None,
+    threshold: float | None = None,
+) -> list[dict]:
     """The memory after a round: refreshed scores for replayed entries (PLR updates a
     level's score each time it is played), then new entries not already present.
 
@@ -213,8 +230,13 @@ def merge_into_memory(old: list[dict], accepted: Iterable[dict],
         if e["id"] in pos:
             continue
         if late is not None and (m := late.find(e["code"])) is not None:
-            log.warning("%s (%s) not added: %s duplicate of %s, added meanwhile by another run",
-                        e["id"], e.get("name"), m.how, m.key)
+            log.warning(
+                "%s (%s) not added: %s duplicate of %s, added meanwhile by another run",
+                e["id"],
+                e.get("name"),
+                m.how,
+                m.key,
+            )
             continue
         pos[e["id"]] = len(out)
         out.append(e)

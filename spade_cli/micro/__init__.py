@@ -31,8 +31,10 @@ def library_source(family: str, level: int) -> str:
     from .transcripts import SUMMARIES, design_code
 
     name = family.capitalize() + f"Level{level}"
-    return (f'"""{SUMMARIES[family][:-1]}, level {level} of 6.\n\nFamily: {FAMILIES[family].skill}\n"""\n\n'
-            + design_code(family, name, level))
+    return (
+        f'"""{SUMMARIES[family][:-1]}, level {level} of 6.\n\nFamily: {FAMILIES[family].skill}\n"""\n\n'
+        + design_code(family, name, level)
+    )
 
 
 def write_library(root: Path = LIBRARY) -> list[Path]:

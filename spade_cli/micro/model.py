@@ -20,11 +20,27 @@ import time
 from pathlib import Path
 
 RECIPE_VERSION = 1
-DEFAULTS = dict(vocab_size=4096, hidden_size=128, intermediate_size=384, num_hidden_layers=3,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048)
+DEFAULTS = dict(
+    vocab_size=4096,
+    hidden_size=128,
+    intermediate_size=384,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+    max_position_embeddings=2048,
+)
 # Pretraining: steps of `batch` transcripts; `skill` is the expert's per-action reliability.
-TRAIN = dict(steps=600, batch=16, lr=3e-3, warmup=30, skill=0.7, design_share=0.25, hint_share=0.4,
-             doc_tokens=48)
+TRAIN = dict(
+    steps=600,
+    batch=16,
+    lr=3e-3,
+    warmup=30,
+    skill=0.7,
+    design_share=0.25,
+    hint_share=0.4,
+    doc_tokens=48,
+)
 
 
 def cache_dir() -> Path:
@@ -60,7 +76,11 @@ def encode(tokenizer, messages: list[dict]) -> tuple[list[int], list[int]]:
     spans = []
     for i, m in enumerate(messages):
         if m["role"] == "assistant":
-            start = len(tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True))
+            start = len(
+                tokenizer.apply_chat_template(
+                    messages[:i], tokenize=False, add_generation_prompt=True
+                )
+            )
             end = len(tokenizer.apply_chat_template(messages[: i + 1], tokenize=False))
             spans.append((start, end))
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -87,7 +107,9 @@ def sample_text(seed: int, n: int, settings: dict) -> str:
     from pydoc_data.topics import topics
 
     docs = [(k, topics[k][:300]) for k in sorted(topics)[:50]]
-    return "\n".join(m["content"] for t in _transcripts(n, seed + 7919, settings, docs) for m in t.messages)
+    return "\n".join(
+        m["content"] for t in _transcripts(n, seed + 7919, settings, docs) for m in t.messages
+    )
 
 
 def transcripts(tokenizer, n: int, seed: int, settings: dict) -> list[tuple[list[int], list[int]]]:
@@ -103,13 +125,19 @@ def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
     rng = random.Random(seed)
     steps, batch = settings["steps"], settings["batch"]
     opt = torch.optim.AdamW(model.parameters(), lr=settings["lr"], weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / settings["warmup"])
-                                              * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        lambda s: (
+            min(1.0, (s + 1) / settings["warmup"])
+            * 0.5
+            * (1 + math.cos(math.pi * min(s, steps) / steps))
+        ),
+    )
     pad = model.config.pad_token_id
     losses = []
     model.train()
     order = sorted(range(len(data)), key=lambda i: len(data[i][0]))
-    chunks = [order[i:i + batch] for i in range(0, len(order) - batch + 1, batch)]
+    chunks = [order[i : i + batch] for i in range(0, len(order) - batch + 1, batch)]
     t0 = time.time()
     for step in range(steps):
         idx = chunks[rng.randrange(len(chunks))]
@@ -118,8 +146,10 @@ def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
         labels = torch.full((len(idx), width), -100)
         for row, i in enumerate(idx):
             x, m = data[i]
-            ids[row, :len(x)] = torch.tensor(x)
-            labels[row, :len(x)] = torch.tensor([t if k else -100 for t, k in zip(x, m, strict=True)])
+            ids[row, : len(x)] = torch.tensor(x)
+            labels[row, : len(x)] = torch.tensor(
+                [t if k else -100 for t, k in zip(x, m, strict=True)]
+            )
         # Right padding under a causal mask never reaches a real token: no attention mask,
         # which keeps SDPA on its fast causal path.
         loss = model(input_ids=ids, labels=labels).loss
@@ -130,13 +160,17 @@ def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
         if log and (step % 50 == 0 or step == steps - 1):
-            log(f"micro model: step {step + 1}/{steps} loss {sum(losses[-50:]) / len(losses[-50:]):.3f} "
-                f"({time.time() - t0:.0f} s)")
+            log(
+                f"micro model: step {step + 1}/{steps} loss {sum(losses[-50:]) / len(losses[-50:]):.3f} "
+                f"({time.time() - t0:.0f} s)"
+            )
     model.eval()
     return losses
 
 
-def build_micro_model(out_dir: str | Path, seed: int = 0, use_cache: bool = True, log=None, **train) -> Path:
+def build_micro_model(
+    out_dir: str | Path, seed: int = 0, use_cache: bool = True, log=None, **train
+) -> Path:
     """Write the micro model to `out_dir` (from the cache when its recipe was built before)."""
     r = recipe(seed, **train)
     cached = cache_dir() / recipe_key(r)
@@ -202,6 +236,11 @@ def _build(out: Path, r: dict, log) -> None:
     losses = pretrain(model, data, r, r["seed"], log)
     model.save_pretrained(out)
     meta = json.loads((out / "spade_tiny_model.json").read_text())
-    meta.update({"micro": r, "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
-                 "pretrain_seconds": round(time.time() - t0, 1)})
+    meta.update(
+        {
+            "micro": r,
+            "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
+            "pretrain_seconds": round(time.time() - t0, 1),
+        }
+    )
     (out / "spade_micro_model.json").write_text(json.dumps(meta, indent=1) + "\n")

@@ -63,22 +63,36 @@ def _name_from(text: str, family: str, rng: random.Random) -> str:
     return rng.choice(words).capitalize() + SUFFIX[family]
 
 
-def design_transcript(rng: random.Random, template, documents: list[tuple[str, str]],
-                      skills, match: float = 0.85) -> Transcript:
+def design_transcript(
+    rng: random.Random, template, documents: list[tuple[str, str]], skills, match: float = 0.85
+) -> Transcript:
     from ..design import format_exemplars, render
 
     source, text = rng.choice(documents)
     skill = rng.choice(skills)
-    family = world.SKILLS[skill.name].family if rng.random() < match else rng.choice(list(world.FAMILIES))
+    family = (
+        world.SKILLS[skill.name].family
+        if rng.random() < match
+        else rng.choice(list(world.FAMILIES))
+    )
     exemplars = []
     for _ in range(rng.choice((0, 0, 1, 2))):
         f = world.SKILLS[skill.name].family
         n = DESIGN_NAME[f]
-        exemplars.append({"name": re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower(), "summary": SUMMARIES[f],
-                          "code": design_code(f, n, rng.choice(world.LEVELS))})
-    values = {"document": text, "source": source, "skill": skill.prompt_text(),
-              "difficulty": rng.choice(("easy", "medium", "medium", "hard")),
-              "exemplars": format_exemplars(exemplars)}
+        exemplars.append(
+            {
+                "name": re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower(),
+                "summary": SUMMARIES[f],
+                "code": design_code(f, n, rng.choice(world.LEVELS)),
+            }
+        )
+    values = {
+        "document": text,
+        "source": source,
+        "skill": skill.prompt_text(),
+        "difficulty": rng.choice(("easy", "medium", "medium", "hard")),
+        "exemplars": format_exemplars(exemplars),
+    }
     messages = []
     if system := render(template.system, values).strip():
         messages.append({"role": "system", "content": system})
@@ -97,7 +111,9 @@ class Expert:
 
     def __init__(self, env, hint: str | None, rng: random.Random):
         self.env, self.rng = env, rng
-        m = re.search(r"to your (left|right)|slot holds (\w)\.|Press the (first|last) one", hint or "")
+        m = re.search(
+            r"to your (left|right)|slot holds (\w)\.|Press the (first|last) one", hint or ""
+        )
         self.known = next((g for g in m.groups() if g), None) if m else None
         if env.family == "switch" and not self.known:
             self.known = rng.choice(("first", "last"))  # a guess, until the first press tells
@@ -132,8 +148,15 @@ class Expert:
         return self.rng.choice(self._switches(obs))
 
 
-def play(family: str, level: int, seed: int, hinted: bool, skill: float, rng: random.Random,
-         name: str = "Episode") -> tuple[list[tuple[str, str]], float, str, str]:
+def play(
+    family: str,
+    level: int,
+    seed: int,
+    hinted: bool,
+    skill: float,
+    rng: random.Random,
+    name: str = "Episode",
+) -> tuple[list[tuple[str, str]], float, str, str]:
     """One noisy-expert episode: [(observation, action)], return, first observation, hint."""
     env = env_class(family, level, name)()
     obs, info = env.reset(seed=seed)
@@ -158,8 +181,14 @@ def agent_transcript(rng: random.Random, skill: float, hinted: bool) -> Transcri
     turns, _, first, hint = play(family, level, rng.randrange(1 << 30), hinted, skill, rng, name)
     prompt = AgentPrompt("micro")
     cls = env_class(family, level, name)
-    messages = [{"role": "system", "content": prompt.system(cls.metadata["name"], cls.metadata["max_turns"],
-                                                            False, "plain")}]
+    messages = [
+        {
+            "role": "system",
+            "content": prompt.system(
+                cls.metadata["name"], cls.metadata["max_turns"], False, "plain"
+            ),
+        }
+    ]
     for i, (obs, action) in enumerate(turns):
         content = obs + (prompt.hint_text(hint) if hinted and i == 0 else "")
         messages += [{"role": "user", "content": content}, {"role": "assistant", "content": action}]

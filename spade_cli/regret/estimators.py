@@ -71,8 +71,15 @@ def condition_stats(episodes: list[dict]) -> dict:
     """n, mean/max/min return, success rate (solved: return 1) and won rate (return above
     0, as the release's memory counts a win) of one condition's episodes."""
     if not episodes:
-        return {"n": 0, "mean_return": None, "max_return": None, "min_return": None,
-                "var_return": None, "success_rate": None, "won_rate": None}
+        return {
+            "n": 0,
+            "mean_return": None,
+            "max_return": None,
+            "min_return": None,
+            "var_return": None,
+            "success_rate": None,
+            "won_rate": None,
+        }
     rets = [_return(e) for e in episodes]
     mean = sum(rets) / len(rets)
     return {
@@ -129,9 +136,11 @@ def lp_update(tracker: dict | None, r: float, shape: RewardShape) -> dict:
     mean no-hint return is `r` (the release's LearningPotential.update)."""
     if tracker is None:
         return {"fast": r, "slow": r, "n": 1}
-    return {"fast": (1 - shape.gamma_fast) * tracker["fast"] + shape.gamma_fast * r,
-            "slow": (1 - shape.gamma_slow) * tracker["slow"] + shape.gamma_slow * r,
-            "n": int(tracker["n"]) + 1}
+    return {
+        "fast": (1 - shape.gamma_fast) * tracker["fast"] + shape.gamma_fast * r,
+        "slow": (1 - shape.gamma_slow) * tracker["slow"] + shape.gamma_slow * r,
+        "n": int(tracker["n"]) + 1,
+    }
 
 
 def learning_potential(tracker: dict, shape: RewardShape) -> float:
@@ -143,8 +152,12 @@ def lp_components(comp: dict, tracker: dict | None, shape: RewardShape) -> dict:
     """`comp` with the skill tracker's slow and fast means and its gap."""
     if tracker is None:
         return comp
-    return {**comp, "lp_fast": _round(tracker["fast"]), "lp_slow": _round(tracker["slow"]),
-            "lp_gap": _round(learning_potential(tracker, shape))}
+    return {
+        **comp,
+        "lp_fast": _round(tracker["fast"]),
+        "lp_slow": _round(tracker["slow"]),
+        "lp_gap": _round(learning_potential(tracker, shape)),
+    }
 
 
 def variance_reward(var: float, shape: RewardShape) -> float:
@@ -161,7 +174,9 @@ def components(nohint: dict, hint: dict, shape: RewardShape) -> dict[str, float 
     out: dict[str, float | None] = {
         "regret": gap,
         "win_rate": w,
-        "plateau": None if w is None else plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp),
+        "plateau": None
+        if w is None
+        else plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp),
         "scaled_regret": None if gap is None else min(1.0, max(0.0, gap / shape.regret_scale)),
         "variance_reward": None if var is None else variance_reward(var, shape),
     }
@@ -173,7 +188,9 @@ def shaped_reward(estimator: str, comp: dict, shape: RewardShape) -> float | Non
     if estimator == "blend":
         if comp["plateau"] is None or comp["scaled_regret"] is None:
             return None
-        return _round(shape.solve_weight * comp["plateau"] + shape.regret_weight * comp["scaled_regret"])
+        return _round(
+            shape.solve_weight * comp["plateau"] + shape.regret_weight * comp["scaled_regret"]
+        )
     if estimator == "regret":
         return None if comp["regret"] is None else max(0.0, comp["regret"])
     if estimator == "solve-rate":

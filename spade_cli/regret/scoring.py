@@ -54,7 +54,9 @@ def skill_of(cand: dict) -> str:
     return str(cand.get("skill") or "")
 
 
-def update_lp_state(state: dict, plays_by_skill: dict[str, list[float]], shape: RewardShape) -> dict:
+def update_lp_state(
+    state: dict, plays_by_skill: dict[str, list[float]], shape: RewardShape
+) -> dict:
     """Each skill's tracker after this window: updated with the mean of the skill's
     no-hint returns (every play of every valid design of that skill), as the release's
     delayed path does before it computes the window's rewards. In place; returns it."""
@@ -98,10 +100,21 @@ def invalid_score(cand: dict, cfg: ScoreConfig) -> dict:
     penalty = cfg.invalid_penalty
     if reason == "duplicate" and cfg.duplicate_penalty is not None:
         penalty = cfg.duplicate_penalty  # spade-validate already caught the copy
-    return no_reward({
-        "valid": False, "reason": reason, "estimator": cfg.estimator, "regret": None,
-        "reward": penalty, "estimates": {}, "nohint": None, "hint": None, "accepted": False,
-    }, cfg, penalty)
+    return no_reward(
+        {
+            "valid": False,
+            "reason": reason,
+            "estimator": cfg.estimator,
+            "regret": None,
+            "reward": penalty,
+            "estimates": {},
+            "nohint": None,
+            "hint": None,
+            "accepted": False,
+        },
+        cfg,
+        penalty,
+    )
 
 
 def valid_score(cand: dict, cfg: ScoreConfig) -> dict:
@@ -124,12 +137,30 @@ def valid_score(cand: dict, cfg: ScoreConfig) -> dict:
     if regret is None or reward is None:
         # valid but no episodes were played in a needed condition: nothing measured, so
         # neither rewarded nor punished, and not accepted into memory
-        return {"valid": True, "reason": "no_episodes", "estimator": cfg.estimator, "regret": None,
-                "reward": 0.0, "estimates": est, "components": comp, "nohint": nohint, "hint": hint,
-                "accepted": False}
-    return {"valid": True, "reason": "ok", "estimator": cfg.estimator, "regret": regret,
-            "reward": reward, "estimates": est, "components": comp, "nohint": nohint,
-            "hint": hint, "accepted": True}
+        return {
+            "valid": True,
+            "reason": "no_episodes",
+            "estimator": cfg.estimator,
+            "regret": None,
+            "reward": 0.0,
+            "estimates": est,
+            "components": comp,
+            "nohint": nohint,
+            "hint": hint,
+            "accepted": False,
+        }
+    return {
+        "valid": True,
+        "reason": "ok",
+        "estimator": cfg.estimator,
+        "regret": regret,
+        "reward": reward,
+        "estimates": est,
+        "components": comp,
+        "nohint": nohint,
+        "hint": hint,
+        "accepted": True,
+    }
 
 
 @dataclass
@@ -149,7 +180,9 @@ class Scorer:
     accepted: list[dict] = field(default_factory=list)
     replayed: list[tuple[str, dict, int]] = field(default_factory=list)
     stats: Counter = field(default_factory=Counter)
-    scored: list[dict] = field(default_factory=list)  # the score of every candidate, for the summary
+    scored: list[dict] = field(
+        default_factory=list
+    )  # the score of every candidate, for the summary
 
     def __post_init__(self) -> None:
         self.index = memory.index_of(self.entries, self.cfg.threshold) if self.cfg.dedup else None
@@ -164,7 +197,9 @@ class Scorer:
             sc = invalid_score(cand, self.cfg)
         else:
             if not isinstance(cand.get("rollouts"), dict):
-                raise (where.error if where else ValueError)("valid candidate without rollouts (run spade-rollout first)")
+                raise (where.error if where else ValueError)(
+                    "valid candidate without rollouts (run spade-rollout first)"
+                )
             if not isinstance((cand.get("env") or {}).get("code"), str):
                 raise (where.error if where else ValueError)("valid candidate without env.code")
             sc = valid_score(cand, self.cfg)
@@ -205,8 +240,13 @@ class Scorer:
             match = self.index.find(code, exclude={mine} if mine else frozenset())
             if match is not None:
                 penalty = self.cfg.duplicate_penalty
-                sc.update(accepted=False, reason="duplicate", duplicate_of=match.key,
-                          duplicate=match.how, similarity=round(match.similarity, 4))
+                sc.update(
+                    accepted=False,
+                    reason="duplicate",
+                    duplicate_of=match.key,
+                    duplicate=match.how,
+                    similarity=round(match.similarity, 4),
+                )
                 no_reward(sc, self.cfg, self.cfg.invalid_penalty if penalty is None else penalty)
                 return
         if self.cfg.min_regret is not None and sc["regret"] < self.cfg.min_regret:
@@ -218,8 +258,9 @@ class Scorer:
         self.accepted.append(memory.entry_from_candidate(cand, sc, round_))
 
 
-def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig,
-                 skill: str = "") -> dict:
+def window_score(
+    sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig, skill: str = ""
+) -> dict:
     """A step-1 score after a window of `steps` agent steps on the same environment: the win
     rate and return variance (and so the plateau, the variance reward and the rewards
     built on them: blend, solve-rate, regret-var, learnability) over all the window's
@@ -229,17 +270,26 @@ def window_score(sc: dict, nohint: list[dict], steps: int, cfg: ScoreConfig,
     as they are; learning-potential is |window win rate - mu_slow| of the skill's tracker
     in `cfg.lp_state`, as the window updated it (the caller's update_lp_state)."""
     comp = sc.get("components")
-    if (not sc.get("valid") or sc.get("reason") == "duplicate" or sc.get("reward") is None
-            or not isinstance(comp, dict) or comp.get("regret") is None):
+    if (
+        not sc.get("valid")
+        or sc.get("reason") == "duplicate"
+        or sc.get("reward") is None
+        or not isinstance(comp, dict)
+        or comp.get("regret") is None
+    ):
         return sc
     stats = condition_stats(nohint)
     if stats["n"] == 0:
         return sc
     w = _round(stats["mean_return"])
     shape = cfg.shape
-    comp = {**comp, "win_rate_first": comp.get("win_rate"), "win_rate": w,
-            "plateau": _round(plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp)),
-            "variance_reward": _round(variance_reward(stats["var_return"], shape))}
+    comp = {
+        **comp,
+        "win_rate_first": comp.get("win_rate"),
+        "win_rate": w,
+        "plateau": _round(plateau(w, shape.plateau_lo, shape.plateau_hi, shape.plateau_ramp)),
+        "variance_reward": _round(variance_reward(stats["var_return"], shape)),
+    }
     out = {**sc, "components": comp, "window": {"steps": steps, "nohint": stats}}
     if cfg.estimator == "learning-potential":
         comp = lp_components(comp, (cfg.lp_state or {}).get(skill), shape)

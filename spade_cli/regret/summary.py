@@ -30,7 +30,9 @@ def summarize(scores: list[dict]) -> dict:
     rewards = [s["reward"] for s in scores if s["reward"] is not None]
 
     def rate(cond: str) -> float | None:
-        eps = [(s[cond]["success_rate"], s[cond]["n"]) for s in valid if s.get(cond) and s[cond]["n"]]
+        eps = [
+            (s[cond]["success_rate"], s[cond]["n"]) for s in valid if s.get(cond) and s[cond]["n"]
+        ]
         total = sum(k for _, k in eps)
         return sum(p * k for p, k in eps) / total if total else None
 
@@ -47,8 +49,15 @@ def summarize(scores: list[dict]) -> dict:
     }
     if regrets:
         q = quantiles(regrets)
-        out["regret"] = {"n": len(regrets), "mean": sum(regrets) / len(regrets), "min": q[0],
-                         "p10": q[1], "median": q[2], "p90": q[3], "max": q[4]}
+        out["regret"] = {
+            "n": len(regrets),
+            "mean": sum(regrets) / len(regrets),
+            "min": q[0],
+            "p10": q[1],
+            "median": q[2],
+            "p90": q[3],
+            "max": q[4],
+        }
     return out
 
 
@@ -56,15 +65,21 @@ def summary_lines(s: dict, estimator: str) -> list[str]:
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}%"
 
-    lines = [f"{s['candidates']} candidates, {s['valid']} valid ({pct(s['valid_rate'])}), "
-             f"{s['accepted']} accepted into memory"]
+    lines = [
+        f"{s['candidates']} candidates, {s['valid']} valid ({pct(s['valid_rate'])}), "
+        f"{s['accepted']} accepted into memory"
+    ]
     if s["reasons"]:
         lines.append("not accepted: " + ", ".join(f"{k} {v}" for k, v in s["reasons"].items()))
     if "regret" in s:
         r = s["regret"]
-        lines.append(f"regret ({estimator}) over {r['n']}: mean {r['mean']:.3f}  min {r['min']:.3f}  "
-                     f"p10 {r['p10']:.3f}  median {r['median']:.3f}  p90 {r['p90']:.3f}  max {r['max']:.3f}")
-    lines.append(f"success without hint {pct(s['success_nohint'])}, with hint {pct(s['success_hint'])}")
+        lines.append(
+            f"regret ({estimator}) over {r['n']}: mean {r['mean']:.3f}  min {r['min']:.3f}  "
+            f"p10 {r['p10']:.3f}  median {r['median']:.3f}  p90 {r['p90']:.3f}  max {r['max']:.3f}"
+        )
+    lines.append(
+        f"success without hint {pct(s['success_nohint'])}, with hint {pct(s['success_hint'])}"
+    )
     if s["reward_mean"] is not None:
         lines.append(f"designer reward mean {s['reward_mean']:.3f}")
     return lines

@@ -16,5 +16,13 @@ from .agents import AgentPrompt, ModelAgent, ReplayAgent
 from .episode import DEFAULT_MAX_TURNS, action_text
 from .runner import RolloutStats, run_rollouts, summarise
 
-__all__ = ["DEFAULT_MAX_TURNS", "ModelAgent", "AgentPrompt", "ReplayAgent", "RolloutStats", "action_text",
-           "run_rollouts", "summarise"]
+__all__ = [
+    "DEFAULT_MAX_TURNS",
+    "ModelAgent",
+    "AgentPrompt",
+    "ReplayAgent",
+    "RolloutStats",
+    "action_text",
+    "run_rollouts",
+    "summarise",
+]

@@ -29,13 +29,19 @@ class AgentPrompt:
         prompts = Path(__file__).resolve().parents[1] / "prompts"
         parts = tomllib.loads((prompts / "agent.toml").read_text())
         # A shipped prompt by name (`micro`: prompts/agent_micro.toml), else a file.
-        if path is not None and str(path).isidentifier() and (prompts / f"agent_{path}.toml").is_file():
+        if (
+            path is not None
+            and str(path).isidentifier()
+            and (prompts / f"agent_{path}.toml").is_file()
+        ):
             path = prompts / f"agent_{path}.toml"
         if path is not None:
             mine = read_toml(path, "prompt file")
             unknown = set(mine) - set(PROMPT_KEYS)
             if unknown:
-                raise UsageError(f"{path}: unknown prompt keys {sorted(unknown)} (known: {', '.join(PROMPT_KEYS)})")
+                raise UsageError(
+                    f"{path}: unknown prompt keys {sorted(unknown)} (known: {', '.join(PROMPT_KEYS)})"
+                )
             parts.update(mine)
         self.parts = {k: str(parts[k]) for k in PROMPT_KEYS}
         self.path = str(path) if path else "spade_cli/prompts/agent.toml"
@@ -68,8 +74,13 @@ class ModelAgent:
         return self.engine.parse_tool_calls(text)
 
     def describe(self) -> dict:
-        return {"name": self.name, "engine": self.engine.name, "model": str(self.engine.model),
-                "sampling": self.sampling.to_dict(), "seed": self.seed}
+        return {
+            "name": self.name,
+            "engine": self.engine.name,
+            "model": str(self.engine.model),
+            "sampling": self.sampling.to_dict(),
+            "seed": self.seed,
+        }
 
     def act(self, episodes, max_context: int) -> list:
         from dataclasses import replace
@@ -81,7 +92,9 @@ class ModelAgent:
             # full reply share one sampling key, so they stay in one batch.
             room = max(0, min(self.sampling.max_tokens, max_context - len(ctx)))
             prompts.append(ctx)
-            samplings.append(replace(self.sampling, max_tokens=room, seed=ep.sampling_seed(self.seed)))
+            samplings.append(
+                replace(self.sampling, max_tokens=room, seed=ep.sampling_seed(self.seed))
+            )
         return self.engine.generate(prompts, samplings)
 
 
@@ -94,7 +107,9 @@ class ReplayAgent:
 
     name = "replay"
 
-    def __init__(self, tokenizer=None, model: str | None = None, chat_ids=None, parse_tool_calls=None):
+    def __init__(
+        self, tokenizer=None, model: str | None = None, chat_ids=None, parse_tool_calls=None
+    ):
         from ..engines import parse_tool_calls as hermes
 
         self.model = model
@@ -138,8 +153,9 @@ class ReplayAgent:
             if ep.tools:
                 try:
                     calls = [json.loads(a) for a in group]
-                    msg = tool_call_message([{"name": c["name"], "arguments": c.get("arguments") or {}}
-                                             for c in calls])
+                    msg = tool_call_message(
+                        [{"name": c["name"], "arguments": c.get("arguments") or {}} for c in calls]
+                    )
                     text = self.format.assistant_text(ep.system, ep.tools, msg)
                 except (ValueError, KeyError, TypeError, AttributeError):
                     pass  # not tool calls: played as plain text

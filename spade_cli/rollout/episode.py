@@ -67,7 +67,11 @@ def step_problem(out: Any, ret: float, return_mode: str = "sum") -> str | None:
     obs, reward, terminated, truncated, info = out
     if not isinstance(obs, str):
         return f"step() observation is a {type(obs).__name__}, not a str"
-    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+    if (
+        isinstance(reward, bool)
+        or not isinstance(reward, (int, float))
+        or not math.isfinite(reward)
+    ):
         return f"step() reward {reward!r} is not a finite number"
     if return_mode == "final":
         if not -1 - RETURN_EPS <= reward <= 1 + RETURN_EPS:
@@ -130,7 +134,11 @@ class Episode:
         --seed sample the same. A driver with its own seed scheme overrides it."""
         from ..records import seed_for
 
-        return seed_for(base, "rollout-sample", f"{self.job.id}/{self.condition}/{self.index}/{self.generations}")
+        return seed_for(
+            base,
+            "rollout-sample",
+            f"{self.job.id}/{self.condition}/{self.index}/{self.generations}",
+        )
 
     def finish(self, stop: str, detail: str | None = None) -> None:
         if self.stop is None:
@@ -187,16 +195,19 @@ class Episode:
             self._broke_contract(problem)
             return
         meta = self.session.metadata or {}
-        self.max_turns = turn_limit(self.job.env.get("max_turns") or meta.get("max_turns"), self.job.turn_cap)
+        self.max_turns = turn_limit(
+            self.job.env.get("max_turns") or meta.get("max_turns"), self.job.turn_cap
+        )
         self.tools = self.job.env.get("tools") or meta.get("tools") or None
         self.obs = obs
         self.hint, self.hint_source = self.job.hint_for(info)
         # The published contract has no solution list: its solution() text, where it
         # spells out commands, is what the replay agent plays.
-        self.solution = list(info.get("solution") or []) or solution_actions(info.get("solution_text"))
+        self.solution = list(info.get("solution") or []) or solution_actions(
+            info.get("solution_text")
+        )
         name = self.job.env.get("name") or meta.get("name") or "environment"
-        self.system = prompt.system(name, self.max_turns, bool(self.tools),
-                                    self.action_format())
+        self.system = prompt.system(name, self.max_turns, bool(self.tools), self.action_format())
         first = self.obs + (prompt.hint_text(self.hint) if self.hinted and self.hint else "")
         messages = [{"role": "system", "content": self.system}, {"role": "user", "content": first}]
         self.traj = Trajectory(fmt.prompt_ids(messages, self.tools))
@@ -209,7 +220,9 @@ class Episode:
 
     def check_room(self, budget: int) -> bool:
         if self.traj.length >= budget:
-            self.finish("context", f"{self.traj.length} tokens reach the context budget of {budget}")
+            self.finish(
+                "context", f"{self.traj.length} tokens reach the context budget of {budget}"
+            )
             return False
         return True
 
@@ -219,7 +232,9 @@ class Episode:
         self.generations += 1
         self.traj.add_model(list(gen.completion_ids), gen.logprobs)
         if gen.finish_reason == "context":
-            self.finish("context", f"the prompt ({self.traj.length} tokens) fills the model's context")
+            self.finish(
+                "context", f"the prompt ({self.traj.length} tokens) fills the model's context"
+            )
             return
         fmt_name = self.action_format()
         calls, actions = reply_actions(gen.text, self.tools, parse_tool_calls, fmt_name)
@@ -257,8 +272,10 @@ class Episode:
             return
         if calls:
             assistant = tool_call_message(calls[: len(observations)])
-            messages = [{"role": "tool", "name": c["name"], "tool_call_id": f"call_{i}", "content": o}
-                        for i, (c, o) in enumerate(zip(calls, observations, strict=False))]
+            messages = [
+                {"role": "tool", "name": c["name"], "tool_call_id": f"call_{i}", "content": o}
+                for i, (c, o) in enumerate(zip(calls, observations, strict=False))
+            ]
         else:
             assistant = {"role": "assistant", "content": actions[0] or "..."}
             messages = [{"role": "user", "content": observations[0]}]
@@ -266,8 +283,11 @@ class Episode:
         ended = gen.finish_reason == "stop" and ids and ids[-1] in getattr(fmt, "special_ids", ())
         env = fmt.env_ids(self.system, self.tools, assistant, messages, ids[-1] if ended else None)
         if self.traj.length + len(env) >= max_context:
-            self.finish("context", f"{self.traj.length + len(env)} tokens would reach the "
-                        f"context budget of {max_context}")
+            self.finish(
+                "context",
+                f"{self.traj.length + len(env)} tokens would reach the "
+                f"context budget of {max_context}",
+            )
             return
         self.traj.add_env(env)
 
@@ -297,7 +317,9 @@ class Episode:
         except ValueError as e:
             self.verified, self.mismatch = False, f"on replay: {e}"
             return
-        want = [t["observation"] for t in self.turns] + [self.final_obs] if self.turns else [self.obs]
+        want = (
+            [t["observation"] for t in self.turns] + [self.final_obs] if self.turns else [self.obs]
+        )
         if seen[: len(want)] != want:
             first = next(i for i, (a, b) in enumerate(zip(seen, want, strict=False)) if a != b)
             self.verified, self.mismatch = False, f"on replay, observation {first} differs"

@@ -28,4 +28,8 @@ def episode_returns(turns: list[dict], stop: str | None, mode: str) -> dict:
         raise ValueError(f"return must be one of {', '.join(RETURNS)}, got {mode!r}")
     rewards = [float(t.get("reward") or 0.0) for t in turns]
     final, total = final_return(rewards, stop), sum_return(rewards)
-    return {"return": final if mode == "final" else total, "return_final": final, "return_sum": total}
+    return {
+        "return": final if mode == "final" else total,
+        "return_final": final,
+        "return_sum": total,
+    }

@@ -72,17 +72,29 @@ class RolloutStats:
         share = (run - self.generate_seconds) / run if run > 0 else 0.0
         load = f"model load {self.load_seconds:.1f}s, then " if self.load_seconds else ""
         stops = ", ".join(f"{k} {v}" for k, v in sorted(self.stops.items())) or "-"
-        return (f"{self.candidates} candidates, {self.envs} environments, {self.episodes} episodes "
-                f"in {self.wall_seconds:.1f}s ({load}{share:.0%} outside generation); "
-                f"{cond('nohint')}; {cond('hint')}; stops: {stops}")
+        return (
+            f"{self.candidates} candidates, {self.envs} environments, {self.episodes} episodes "
+            f"in {self.wall_seconds:.1f}s ({load}{share:.0%} outside generation); "
+            f"{cond('nohint')}; {cond('hint')}; stops: {stops}"
+        )
 
 
 class Job:
     """One candidate on its way through the stage."""
 
-    def __init__(self, record: dict, k: int, seed: int, max_turns: int | None, timeout: float,
-                 return_mode: str = "final", hint_source: str = "self", contract: str = "auto",
-                 action_format: str = "auto", conditions: tuple[str, ...] = CONDITIONS):
+    def __init__(
+        self,
+        record: dict,
+        k: int,
+        seed: int,
+        max_turns: int | None,
+        timeout: float,
+        return_mode: str = "final",
+        hint_source: str = "self",
+        contract: str = "auto",
+        action_format: str = "auto",
+        conditions: tuple[str, ...] = CONDITIONS,
+    ):
         self.record = record
         self.conditions = conditions
         self.return_mode = return_mode
@@ -256,10 +268,10 @@ def run_rollouts(
 
     source = iter(candidates)
     exhausted = False
-    jobs: deque[Job] = deque()        # in input order, not yet written
+    jobs: deque[Job] = deque()  # in input order, not yet written
     pending: deque[Episode] = deque()  # not yet admitted, in order
     live: list[Episode] = []
-    spawning: dict[int, Any] = {}     # id(episode) -> future of its spawn
+    spawning: dict[int, Any] = {}  # id(episode) -> future of its spawn
 
     spawn_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-spawn")
     step_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-step")
@@ -279,16 +291,22 @@ def run_rollouts(
             except StopIteration:
                 exhausted = True
                 return
-            make_job = job_factory or partial(Job, return_mode=episode_return, hint_source=hint_source,
-                                              contract=contract, action_format=action_format,
-                                              conditions=tuple(conditions))
+            make_job = job_factory or partial(
+                Job,
+                return_mode=episode_return,
+                hint_source=hint_source,
+                contract=contract,
+                action_format=action_format,
+                conditions=tuple(conditions),
+            )
             job = make_job(rec, k, seed, max_turns, episode_timeout)
             stats.candidates += 1
             if job.active:
                 stats.envs += 1
                 if verify > 0:
-                    job.probe = verify_pool.submit(timed, probe, job.code, job.seeds, cfg,
-                                                   DEFAULT_MAX_TURNS)
+                    job.probe = verify_pool.submit(
+                        timed, probe, job.code, job.seeds, cfg, DEFAULT_MAX_TURNS
+                    )
                     job.replays.append(job.probe)
             jobs.append(job)
             pending.extend(job.episodes)
@@ -305,8 +323,15 @@ def run_rollouts(
         stats.returns[ep.condition].append(ep.value)
         ep.job.left -= 1
         close_pool.submit(ep.close)
-        if ep.stop in ("terminated", "truncated", "max_turns", "context") and verify > 0 and (
-                verify >= 1 or rng_for(seed, "verify", f"{ep.job.id}/{ep.condition}/{ep.index}").random() < verify):
+        if (
+            ep.stop in ("terminated", "truncated", "max_turns", "context")
+            and verify > 0
+            and (
+                verify >= 1
+                or rng_for(seed, "verify", f"{ep.job.id}/{ep.condition}/{ep.index}").random()
+                < verify
+            )
+        ):
             ep.job.replays.append(verify_pool.submit(timed, ep.replay, cfg))
         if on_episode is not None:
             on_episode(ep)
@@ -359,7 +384,11 @@ def run_rollouts(
                 t0 = time.monotonic()
                 wait([spawning.pop(id(ep)) for ep in admitted])
                 t1 = time.monotonic()
-                list(step_pool.map(lambda e: e.begin(agent.format, prompt, episode_timeout), admitted))
+                list(
+                    step_pool.map(
+                        lambda e: e.begin(agent.format, prompt, episode_timeout), admitted
+                    )
+                )
                 stats.phases["spawn_wait"] += t1 - t0
                 stats.phases["reset"] += time.monotonic() - t1
                 live.extend(admitted)
@@ -367,7 +396,9 @@ def run_rollouts(
                 if exhausted and not pending:
                     break
                 continue
-            acting = [ep for ep in live if not ep.done and ep.check_time() and ep.check_room(ctx_budget)]
+            acting = [
+                ep for ep in live if not ep.done and ep.check_time() and ep.check_room(ctx_budget)
+            ]
             if acting:
                 t0 = time.monotonic()
                 gens = agent.act(acting, ctx_budget)
@@ -376,9 +407,14 @@ def run_rollouts(
                 stats.generate_calls += 1
                 stats.model_tokens += sum(len(g.completion_ids) for g in gens)
                 t0 = time.monotonic()
-                list(step_pool.map(
-                    lambda pair: pair[0].advance(pair[1], agent.format, agent.parse_tool_calls, ctx_budget),
-                    zip(acting, gens, strict=True)))
+                list(
+                    step_pool.map(
+                        lambda pair: pair[0].advance(
+                            pair[1], agent.format, agent.parse_tool_calls, ctx_budget
+                        ),
+                        zip(acting, gens, strict=True),
+                    )
+                )
                 stats.phases["step"] += time.monotonic() - t0
             still = []
             for ep in live:
@@ -405,5 +441,3 @@ def run_rollouts(
                 ep.close()
         stats.phases["close"] += time.monotonic() - t_close
         stats.wall_seconds += time.monotonic() - t_start
-
-

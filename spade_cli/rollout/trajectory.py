@@ -81,8 +81,11 @@ def tool_call_message(calls: list[dict], content: str = "") -> dict:
         "role": "assistant",
         "content": content,
         "tool_calls": [
-            {"id": f"call_{i}", "type": "function",
-             "function": {"name": c["name"], "arguments": c.get("arguments") or {}}}
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c.get("arguments") or {}},
+            }
             for i, c in enumerate(calls)
         ],
     }
@@ -115,15 +118,25 @@ class ChatFormat:
             return list(self._chat_ids(messages, tools=tools or None))
         return self.encode(self.render(messages, tools, True))
 
-    def env_ids(self, system: str, tools: list[dict] | None, assistant: dict,
-                observations: list[dict], last_token: int | None) -> list[int]:
+    def env_ids(
+        self,
+        system: str,
+        tools: list[dict] | None,
+        assistant: dict,
+        observations: list[dict],
+        last_token: int | None,
+    ) -> list[int]:
         """Tokens between the model's last token and its next turn: the rest of the
         assistant turn, the observation message(s), the generation prompt.
 
         `last_token` is the model's final token when it ended its turn with a special
         token (its end-of-turn); None when it was cut off (max tokens or a stop string),
         in which case the end-of-turn marker itself is an env token too."""
-        marker = self.tokenizer.convert_ids_to_tokens(last_token) if last_token is not None else self.eos_text
+        marker = (
+            self.tokenizer.convert_ids_to_tokens(last_token)
+            if last_token is not None
+            else self.eos_text
+        )
         head = [{"role": "system", "content": system}, _PREFIX_USER]
         after = self.render(head + [assistant] + observations, tools, True)
         # The assistant turn's end is the first end-of-turn marker after the head's own.
@@ -139,14 +152,16 @@ class ChatFormat:
         if pos < 0:
             # No usable marker: fall back to what follows the assistant-only rendering.
             if not self._warned:
-                log.warning("chat template: no end-of-turn marker found; env tokens are approximate")
+                log.warning(
+                    "chat template: no end-of-turn marker found; env tokens are approximate"
+                )
                 self._warned = True
             before = self.render(head + [assistant], tools, False)
             n = 0
             while n < min(len(before), len(after)) and before[n] == after[n]:
                 n += 1
             return self.encode(after[n:])
-        text = after[pos + len(marker):]
+        text = after[pos + len(marker) :]
         if last_token is None:
             text = marker + text  # the model was cut off: the marker is the template's
         return self.encode(text)
@@ -157,7 +172,7 @@ class ChatFormat:
         head = [{"role": "system", "content": system}, _PREFIX_USER]
         before = self.render(head, tools, True)
         full = self.render(head + [message], tools, False)
-        text = full[len(before):] if full.startswith(before) else message.get("content") or ""
+        text = full[len(before) :] if full.startswith(before) else message.get("content") or ""
         if self.eos_text and self.eos_text in text:
             text = text[: text.rfind(self.eos_text)]
         return text
@@ -183,8 +198,11 @@ class NoTokens:
         parts = [message.get("content") or ""]
         for c in message.get("tool_calls") or []:
             f = c["function"]
-            parts.append("<tool_call>\n" + json.dumps({"name": f["name"], "arguments": f["arguments"]})
-                         + "\n</tool_call>")
+            parts.append(
+                "<tool_call>\n"
+                + json.dumps({"name": f["name"], "arguments": f["arguments"]})
+                + "\n</tool_call>"
+            )
         return "\n".join(p for p in parts if p)
 
     def encode(self, text: str) -> list[int]:

@@ -34,7 +34,9 @@ def probe(code: str, seeds: list[int], cfg: Any, max_turns: int) -> str | None:
             else:
                 policy = nonsense_policy(meta.get("tools"))
             # The environment's own turn limit, not the rollout's cap: the solution must fit it.
-            return run_episode(env, seed, policy, max(1, min(int(turns), 1000)), name, rng_seed=seed)
+            return run_episode(
+                env, seed, policy, max(1, min(int(turns), 1000)), name, rng_seed=seed
+            )
 
     try:
         sol = play(seeds[0], "solution")

@@ -124,10 +124,17 @@ import importlib
 # The session machinery is imported on first use, so importing `sandbox.settings` (every
 # command that runs environments declares its options from it) stays cheap.
 _EXPORTS = {
-    "INSTALL_HINT": "config", "REASONS": "config", "EnvError": "config",
-    "SandboxConfig": "config", "check_sandbox": "config", "require_sandbox": "config",
+    "INSTALL_HINT": "config",
+    "REASONS": "config",
+    "EnvError": "config",
+    "SandboxConfig": "config",
+    "check_sandbox": "config",
+    "require_sandbox": "config",
     "ForkServer": "forkserver",
-    "EnvSession": "session", "imap_pool": "pools", "run_pool": "pools", "warn_unsafe": "notices",
+    "EnvSession": "session",
+    "imap_pool": "pools",
+    "run_pool": "pools",
+    "warn_unsafe": "notices",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -17,20 +17,22 @@ from ..errors import ResourceError
 
 # Reason codes an EnvSession call can fail with (a subset of records.REASONS).
 REASONS = (
-    "timeout",       # wall time per call / per episode, or CPU time, ran out
-    "memory",        # address-space limit hit (MemoryError, ENOMEM, mmap refused)
-    "limit",         # another limit hit: processes, open files, file size, /tmp or /dev/shm
-    "crash",         # the worker died (signal, exit, segfault) or could not start
-    "flood",         # a reply or the environment's output exceeded its cap
-    "protocol",      # the worker answered something that is not a well-formed reply
+    "timeout",  # wall time per call / per episode, or CPU time, ran out
+    "memory",  # address-space limit hit (MemoryError, ENOMEM, mmap refused)
+    "limit",  # another limit hit: processes, open files, file size, /tmp or /dev/shm
+    "crash",  # the worker died (signal, exit, segfault) or could not start
+    "flood",  # a reply or the environment's output exceeded its cap
+    "protocol",  # the worker answered something that is not a well-formed reply
     "syntax_error",  # the module does not compile
     "import_crash",  # executing the module or constructing the Env raised
     "no_env_class",  # no (or more than one) gymnasium.Env subclass in the module
-    "bad_reset",     # reset() raised or returned something malformed
-    "bad_step",      # step() raised or returned something malformed
+    "bad_reset",  # reset() raised or returned something malformed
+    "bad_step",  # step() raised or returned something malformed
 )
 
-INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+)
 
 # No user site, no script directory on sys.path, no .pyc writes. Not -I/-E: the worker's
 # environment is entirely ours, and PYTHONHASHSEED=0 in it must apply so that set and
@@ -118,8 +120,10 @@ class SandboxConfig:
 
     def limits(self) -> dict:
         d = asdict(self)
-        return {k: d[k] for k in ("cpu_seconds", "memory_mb", "nproc", "file_mb", "open_files",
-                                  "reply_bytes")}
+        return {
+            k: d[k]
+            for k in ("cpu_seconds", "memory_mb", "nproc", "file_mb", "open_files", "reply_bytes")
+        }
 
 
 def require_sandbox(unsafe: bool) -> None:
@@ -145,8 +149,10 @@ def check_sandbox() -> str:
     """Path of a bwrap that works here, or ResourceError with the install hint."""
     path = bwrap_path()
     if path is None:
-        raise ResourceError(f"bwrap not found on PATH: the sandbox needs it; {INSTALL_HINT}; "
-                            "or pass --unsafe-no-sandbox to run designer code unconfined")
+        raise ResourceError(
+            f"bwrap not found on PATH: the sandbox needs it; {INSTALL_HINT}; "
+            "or pass --unsafe-no-sandbox to run designer code unconfined"
+        )
     with _check_lock:
         if path in _checked:
             return path
@@ -157,17 +163,24 @@ def check_sandbox() -> str:
                     f"the sandbox must bind {bad[0]} into the jail, but this user cannot read it "
                     f"({len(bad)} such path{'s' if len(bad) > 1 else ''}; a parent directory such as a "
                     "0700 home hides it): use a Python installed where every user can read it "
-                    "(e.g. /usr or /opt), or run as root")
+                    "(e.g. /usr or /opt), or run as root"
+                )
         try:
-            probe = subprocess.run(bwrap_argv(path, None, SandboxConfig())
-                                   + [f"{PY_ROOT}/bin/python", "-I", "-S", "-c", "pass"],
-                                   env={}, capture_output=True, timeout=30)
+            probe = subprocess.run(
+                bwrap_argv(path, None, SandboxConfig())
+                + [f"{PY_ROOT}/bin/python", "-I", "-S", "-c", "pass"],
+                env={},
+                capture_output=True,
+                timeout=30,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise ResourceError(f"bwrap at {path} does not run: {e}") from None
         if probe.returncode != 0:
             msg = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
-            raise ResourceError(f"bwrap at {path} cannot build the sandbox here: {msg[0]} "
-                                "(bwrap needs root, or unprivileged user namespaces)")
+            raise ResourceError(
+                f"bwrap at {path} cannot build the sandbox here: {msg[0]} "
+                "(bwrap needs root, or unprivileged user namespaces)"
+            )
         _checked[path] = path
     return path
 
@@ -176,13 +189,20 @@ def unreadable_binds(packages: tuple[str, ...] = ()) -> list[str]:
     """Host paths the jail binds that this process's (real) user cannot read: bwrap,
     running as that user, would fail on each. Empty when the sandbox can be built."""
     lay = python_layout(tuple(packages))
-    paths = [lay.executable, lay.stdlib, str(Path(__file__).with_name("worker.py")),
-             str(Path(__file__).with_name("jail.py"))]
+    paths = [
+        lay.executable,
+        lay.stdlib,
+        str(Path(__file__).with_name("worker.py")),
+        str(Path(__file__).with_name("jail.py")),
+    ]
     paths += [host for host, _name in lay.site_binds]
     if lay.libdir:
         try:
-            paths += [os.path.join(lay.libdir, n) for n in os.listdir(lay.libdir)
-                      if n.startswith("libpython") and ".so" in n]
+            paths += [
+                os.path.join(lay.libdir, n)
+                for n in os.listdir(lay.libdir)
+                if n.startswith("libpython") and ".so" in n
+            ]
         except OSError:
             paths.append(lay.libdir)
     bad = []
@@ -237,7 +257,9 @@ def python_layout(packages: tuple[str, ...] = ()) -> PythonLayout:
             dist = md.distribution(name)
         except md.PackageNotFoundError:
             if name in ("gymnasium", *packages):
-                raise ResourceError(f"package {name!r} is not installed; the sandbox needs it") from None
+                raise ResourceError(
+                    f"package {name!r} is not installed; the sandbox needs it"
+                ) from None
             continue
         base = Path(dist.locate_file(""))
         for f in dist.files or []:
@@ -253,12 +275,16 @@ def python_layout(packages: tuple[str, ...] = ()) -> PythonLayout:
     libdir = None
     if sysconfig.get_config_var("Py_ENABLE_SHARED"):
         libdir = sysconfig.get_config_var("LIBDIR") or str(Path(sys.base_prefix) / "lib")
-        if any(libdir == d or libdir.startswith(d + "/") for d in ("/usr/lib", "/lib", "/usr/lib64", "/lib64")):
+        if any(
+            libdir == d or libdir.startswith(d + "/")
+            for d in ("/usr/lib", "/lib", "/usr/lib64", "/lib64")
+        ):
             libdir = None  # a system Python's libpython is visible with the shared libraries
     # pyenv/python.org builds keep site-packages inside the stdlib directory: cover it.
     hidden = tuple(n for n in ("site-packages", "dist-packages") if (stdlib / n).is_dir())
-    return PythonLayout(str(exe), str(stdlib), libdir, tuple(sorted((v, k) for k, v in binds.items())),
-                        hidden)
+    return PythonLayout(
+        str(exe), str(stdlib), libdir, tuple(sorted((v, k) for k, v in binds.items())), hidden
+    )
 
 
 def _ro_system_binds() -> list[str]:
@@ -307,7 +333,9 @@ def jail_env(cfg: SandboxConfig, layout: PythonLayout | None) -> dict:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",  # same seed, same episode, even for set iteration order
         # One thread each: BLAS thread pools would eat RLIMIT_NPROC and address space.
-        "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
     }
     if layout:
         # Only the allowed distributions, whatever this Python's site.py believes in
@@ -322,35 +350,69 @@ def jail_env(cfg: SandboxConfig, layout: PythonLayout | None) -> dict:
     return env
 
 
-def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tuple[str, ...] = ()) -> list[str]:
+def bwrap_argv(
+    bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tuple[str, ...] = ()
+) -> list[str]:
     """The bwrap command line up to (not including) the command it runs. `extra_caps`
     (root mode) are kept besides those a worker needs to switch uid and drop the rest."""
     lay = python_layout(tuple(cfg.packages))
     pyver = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    a = [bwrap,
-         # Namespaces: no network, own pids/ipc/hostname/cgroup view. No user namespace
-         # when we are root: the worker must become a real non-root host uid (below).
-         "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-         "--die-with-parent", "--new-session", "--hostname", "sandbox",
-         "--clearenv"]
+    a = [
+        bwrap,
+        # Namespaces: no network, own pids/ipc/hostname/cgroup view. No user namespace
+        # when we are root: the worker must become a real non-root host uid (below).
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+    ]
     if uid is None:
         if os.geteuid() != 0:
             a += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
     else:
         # bwrap as root keeps every capability for the child by default; keep only what
         # the worker needs to switch to `uid` and empty its bounding set, then drops.
-        a += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-              "--cap-add", "CAP_SETPCAP"]
+        a += [
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+            "--cap-add",
+            "CAP_SETPCAP",
+        ]
         for cap in extra_caps:
             a += ["--cap-add", cap]
     for k, v in jail_env(cfg, lay).items():
         a += ["--setenv", k, v]
     a += _ro_system_binds()
-    a += ["--perms", "0755", "--dir", "/opt",
-          "--perms", "0755", "--dir", f"{PY_ROOT}/bin",
-          "--ro-bind", lay.executable, f"{PY_ROOT}/bin/{pyver}",
-          "--symlink", pyver, f"{PY_ROOT}/bin/python",
-          "--perms", "0755", "--dir", f"{PY_ROOT}/lib"]
+    a += [
+        "--perms",
+        "0755",
+        "--dir",
+        "/opt",
+        "--perms",
+        "0755",
+        "--dir",
+        f"{PY_ROOT}/bin",
+        "--ro-bind",
+        lay.executable,
+        f"{PY_ROOT}/bin/{pyver}",
+        "--symlink",
+        pyver,
+        f"{PY_ROOT}/bin/python",
+        "--perms",
+        "0755",
+        "--dir",
+        f"{PY_ROOT}/lib",
+    ]
     if lay.libdir:
         for name in os.listdir(lay.libdir):
             if name.startswith("libpython") and ".so" in name:
@@ -365,18 +427,47 @@ def bwrap_argv(bwrap: str, uid: int | None, cfg: SandboxConfig, extra_caps: tupl
         a += ["--ro-bind", host, f"{SITE}/{name}"]
     # The micro world's families, which designs of the micro world import (`spade_micro`).
     a += ["--ro-bind", str(MICRO_SITE / "spade_micro.py"), f"{SITE}/spade_micro.py"]
-    a += ["--remount-ro", SITE,
-          "--perms", "0755", "--dir", "/opt/spade",
-          "--ro-bind", str(Path(__file__).with_name("worker.py")), WORKER_PATH,
-          "--ro-bind", str(Path(__file__).with_name("jail.py")), "/opt/spade/jail.py",
-          "--ro-bind", str(Path(__file__).with_name("published.py")), "/opt/spade/published.py",
-          "--proc", "/proc", *_proc_masks(),
-          # bwrap's /proc leaves the host's /proc/sys writable to root: remount read-only.
-          "--remount-ro", "/proc",
-          "--dev", "/dev",
-          "--size", str(cfg.shm_mb << 20), "--perms", "1777", "--tmpfs", "/dev/shm",
-          "--remount-ro", "/dev",
-          "--size", str(cfg.tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp",
-          "--chdir", "/tmp",
-          "--remount-ro", "/"]
+    a += [
+        "--remount-ro",
+        SITE,
+        "--perms",
+        "0755",
+        "--dir",
+        "/opt/spade",
+        "--ro-bind",
+        str(Path(__file__).with_name("worker.py")),
+        WORKER_PATH,
+        "--ro-bind",
+        str(Path(__file__).with_name("jail.py")),
+        "/opt/spade/jail.py",
+        "--ro-bind",
+        str(Path(__file__).with_name("published.py")),
+        "/opt/spade/published.py",
+        "--proc",
+        "/proc",
+        *_proc_masks(),
+        # bwrap's /proc leaves the host's /proc/sys writable to root: remount read-only.
+        "--remount-ro",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(cfg.shm_mb << 20),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--size",
+        str(cfg.tmp_mb << 20),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--chdir",
+        "/tmp",
+        "--remount-ro",
+        "/",
+    ]
     return a

@@ -152,7 +152,9 @@ class ForkServer:
         ours = [ends[0][1], ends[1][0], ends[2][0], ends[3][0]]
         try:
             with self._lock:
-                reply, pidfd = self._request(settings, theirs + ([cgroup_fd] if cgroup_fd is not None else []))
+                reply, pidfd = self._request(
+                    settings, theirs + ([cgroup_fd] if cgroup_fd is not None else [])
+                )
         except BaseException:
             for fd in ours:
                 os.close(fd)
@@ -163,7 +165,10 @@ class ForkServer:
         if pidfd is None:
             for fd in ours:
                 os.close(fd)
-            raise EnvError("crash", f"cannot start the worker: {reply.get('detail', 'the fork server refused')}")
+            raise EnvError(
+                "crash",
+                f"cannot start the worker: {reply.get('detail', 'the fork server refused')}",
+            )
         self.forks += 1
         return ForkedProcess(pidfd, *ours)
 
@@ -196,7 +201,9 @@ class ForkServer:
                 socket.send_fds(self._sock, [json.dumps(settings).encode()], fds)
                 msg, pidfds, _flags, _addr = socket.recv_fds(self._sock, 1 << 16, 1)
                 if not msg:
-                    raise ConnectionResetError(errno.ECONNRESET, "the fork server closed its socket")
+                    raise ConnectionResetError(
+                        errno.ECONNRESET, "the fork server closed its socket"
+                    )
             except OSError as e:  # died, or hung (socket timeout): start afresh, once
                 detail = self._stop()
                 if attempt:
@@ -214,13 +221,25 @@ class ForkServer:
         cfg = self.cfg
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = bwrap_argv(check_sandbox(), 0, cfg, extra_caps=("CAP_SYS_ADMIN",))
-        argv += [f"{PY_ROOT}/bin/python", *PY_FLAGS, WORKER_PATH,
-                 json.dumps({"zygote": {"fd": theirs.fileno()}, "limits": cfg.limits()})]
+        argv += [
+            f"{PY_ROOT}/bin/python",
+            *PY_FLAGS,
+            WORKER_PATH,
+            json.dumps({"zygote": {"fd": theirs.fileno()}, "limits": cfg.limits()}),
+        ]
         self._log = tempfile.TemporaryFile()  # the zygote's own messages (trusted, few)
         try:  # from the keeper thread, where --die-with-parent holds
             self._proc = spawn_from_keeper(
-                argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env={}, cwd="/",
-                close_fds=True, start_new_session=True, pass_fds=(theirs.fileno(),))
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                env={},
+                cwd="/",
+                close_fds=True,
+                start_new_session=True,
+                pass_fds=(theirs.fileno(),),
+            )
         except OSError as e:
             ours.close()
             raise EnvError("crash", f"cannot start the fork server: {e}") from None

@@ -31,8 +31,11 @@ def drop_privileges(uid):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
     class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                    ("inheritable", ctypes.c_uint32)]
+        _fields_ = [
+            ("effective", ctypes.c_uint32),
+            ("permitted", ctypes.c_uint32),
+            ("inheritable", ctypes.c_uint32),
+        ]
 
     data = (Data * 2)()  # all zero: drop the inheritable set too
     if libc.capset(ctypes.byref(Header(0x20080522, 0)), data) != 0:

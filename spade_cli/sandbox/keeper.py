@@ -32,8 +32,9 @@ class Keeper:
         with self.lock:
             if self.jobs is None:
                 self.jobs = queue.SimpleQueue()
-                threading.Thread(target=self._run, args=(self.jobs,), daemon=True,
-                                 name="sandbox-keeper").start()
+                threading.Thread(
+                    target=self._run, args=(self.jobs,), daemon=True, name="sandbox-keeper"
+                ).start()
         fut: Future = Future()
         self.jobs.put((fut, args, kwargs))
         return fut.result()

@@ -24,5 +24,6 @@ def warn_unsafe() -> None:
     sys.stderr.write(
         f"{bar}\n!! WARNING: --unsafe-no-sandbox: designer code runs WITHOUT bubblewrap, as your\n"
         f"!! user, with your files and your network. Only resource limits apply. Use only\n"
-        f"!! for code you trust, or in a throwaway VM/container.\n{bar}\n")
+        f"!! for code you trust, or in a throwaway VM/container.\n{bar}\n"
+    )
     sys.stderr.flush()

@@ -46,7 +46,13 @@ def _methods(cls: ast.ClassDef) -> set[str]:
 
 def _has_metadata(cls: ast.ClassDef) -> bool:
     for n in cls.body:
-        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+        targets = (
+            n.targets
+            if isinstance(n, ast.Assign)
+            else [n.target]
+            if isinstance(n, ast.AnnAssign)
+            else []
+        )
         if any(isinstance(t, ast.Name) and t.id == "metadata" for t in targets):
             return True
     return False
@@ -61,7 +67,9 @@ def detect_contract(code: str) -> str:
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return "spade"
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    if any(any(b.split(".")[-1] == "Env" for b in _base_names(c)) or _has_metadata(c) for c in classes):
+    if any(
+        any(b.split(".")[-1] == "Env" for b in _base_names(c)) or _has_metadata(c) for c in classes
+    ):
         return "spade"
     if any({"reset", "step"} <= _methods(c) or "ToolUseBaseEnv" in _base_names(c) for c in classes):
         return "published"
@@ -99,10 +107,17 @@ class ToolUseBaseEnv:
 
     def get_tools(self):
         """self._tools as OpenAI function schemas."""
-        return [{"type": "function",
-                 "function": {"name": name, "description": spec.get("description", ""),
-                              "parameters": spec.get("parameters", {"type": "object", "properties": {}})}}
-                for name, spec in self._tools.items()]
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": spec.get("description", ""),
+                    "parameters": spec.get("parameters", {"type": "object", "properties": {}}),
+                },
+            }
+            for name, spec in self._tools.items()
+        ]
 
     def execute_tool(self, name, arguments):
         """{"output": str, "returncode": 0 or 1} of one parsed call."""
@@ -133,8 +148,13 @@ class ToolUseBaseEnv:
         if not block:
             if last:
                 return self._time_up()
-            return ("Format error: use tools to call a function, or <answer>result</answer> "
-                    "to submit.", -0.1, False, False, {})
+            return (
+                "Format error: use tools to call a function, or <answer>result</answer> to submit.",
+                -0.1,
+                False,
+                False,
+                {},
+            )
         try:
             call = json.loads(block.group(1))
             name, arguments = call.get("name", ""), call.get("arguments", {})
@@ -145,7 +165,13 @@ class ToolUseBaseEnv:
         if getattr(self, f"tool_{name}", None) is None:
             if last:
                 return self._time_up()
-            return f"Unknown tool '{name}'. Available: {', '.join(self._tools)}", 0.0, False, False, {}
+            return (
+                f"Unknown tool '{name}'. Available: {', '.join(self._tools)}",
+                0.0,
+                False,
+                False,
+                {},
+            )
         out = self.execute_tool(name, arguments if isinstance(arguments, dict) else {})
         obs = f"Tool result:\n{out['output']}"
         return self._time_up(obs + "\n\n") if last else (obs, 0.0, False, False, {})
@@ -159,9 +185,11 @@ class ToolUseBaseEnv:
         still pending, so the agent acts instead of resubmitting."""
         msgs, idx = getattr(self, "_user_messages", None), getattr(self, "_current_msg", None)
         if isinstance(msgs, (list, tuple)) and isinstance(idx, int) and 0 <= idx < len(msgs):
-            return (f"Incorrect. Keep using tools. Not all steps are complete: you are still on "
-                    f"step {idx + 1}/{len(msgs)}: \"{msgs[idx]}\" Complete it with the tools "
-                    "before submitting <answer>done</answer>.")
+            return (
+                f"Incorrect. Keep using tools. Not all steps are complete: you are still on "
+                f'step {idx + 1}/{len(msgs)}: "{msgs[idx]}" Complete it with the tools '
+                "before submitting <answer>done</answer>."
+            )
         return "Incorrect. Keep using tools."
 
     def _check_answer(self, answer):
@@ -170,8 +198,13 @@ class ToolUseBaseEnv:
         if got.lower() == want.lower():
             return True
         try:
-            return abs(float(got.replace("$", "").replace(",", "")) -
-                       float(want.replace("$", "").replace(",", ""))) < 0.01
+            return (
+                abs(
+                    float(got.replace("$", "").replace(",", ""))
+                    - float(want.replace("$", "").replace(",", ""))
+                )
+                < 0.01
+            )
         except ValueError:
             return False
 
@@ -198,17 +231,50 @@ def common_names():
 
     import numpy
 
-    names = {m.__name__: m for m in (itertools, math, random, re, json, collections, functools,
-                                     string, copy, heapq, operator, statistics, numpy)}
+    names = {
+        m.__name__: m
+        for m in (
+            itertools,
+            math,
+            random,
+            re,
+            json,
+            collections,
+            functools,
+            string,
+            copy,
+            heapq,
+            operator,
+            statistics,
+            numpy,
+        )
+    }
     names["np"] = numpy
     for n in ("deque", "defaultdict", "Counter", "OrderedDict", "namedtuple"):
         names[n] = getattr(collections, n)
     for n in ("combinations", "permutations", "product", "chain", "accumulate"):
         names[n] = getattr(itertools, n)
-    names.update(reduce=functools.reduce, lru_cache=functools.lru_cache, deepcopy=copy.deepcopy,
-                 heappush=heapq.heappush, heappop=heapq.heappop)
-    for n in ("Tuple", "Dict", "List", "Optional", "Union", "Any", "Set", "FrozenSet", "Callable",
-              "Iterable", "Sequence", "Mapping"):
+    names.update(
+        reduce=functools.reduce,
+        lru_cache=functools.lru_cache,
+        deepcopy=copy.deepcopy,
+        heappush=heapq.heappush,
+        heappop=heapq.heappop,
+    )
+    for n in (
+        "Tuple",
+        "Dict",
+        "List",
+        "Optional",
+        "Union",
+        "Any",
+        "Set",
+        "FrozenSet",
+        "Callable",
+        "Iterable",
+        "Sequence",
+        "Mapping",
+    ):
         names[n] = getattr(typing, n)
     return names
 
@@ -225,17 +291,26 @@ def prefill(namespace):
 
 def choose_class(module):
     """(class, None) as the release picks it, or (None, problem)."""
-    own = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
+    own = [
+        v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__
+    ]
     named = [c for c in own if c.__name__.endswith("Env") and c.__name__ not in INJECTED_BASES]
     if named:
         return named[0], None
-    found = [c for c in own if callable(getattr(c, "reset", None)) and callable(getattr(c, "step", None))]
+    found = [
+        c for c in own if callable(getattr(c, "reset", None)) and callable(getattr(c, "step", None))
+    ]
     leaves = [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
     if not leaves:
-        return None, "the module defines no gymnasium.Env subclass and no class with reset() and step()"
+        return (
+            None,
+            "the module defines no gymnasium.Env subclass and no class with reset() and step()",
+        )
     if len(leaves) > 1:
-        return None, ("the module defines several classes with reset() and step() and none "
-                      "whose name ends in Env: " + ", ".join(sorted(c.__name__ for c in leaves)))
+        return None, (
+            "the module defines several classes with reset() and step() and none "
+            "whose name ends in Env: " + ", ".join(sorted(c.__name__ for c in leaves))
+        )
     return leaves[0], None
 
 
@@ -275,8 +350,12 @@ def adapt(module):
     override = os.environ.get("SPADE_MAX_TURNS", "")
     turns = int(override) if override.isdigit() and int(override) > 0 else PUBLISHED_MAX_TURNS
     has_solution = callable(getattr(inner, "solution", None))
-    meta = {"name": inner.__name__, "max_turns": turns, "contract": "published",
-            "has_solution": has_solution}
+    meta = {
+        "name": inner.__name__,
+        "max_turns": turns,
+        "contract": "published",
+        "has_solution": has_solution,
+    }
     tools = _tools_of(inner, turns)
     if tools:
         meta["tools"] = tools

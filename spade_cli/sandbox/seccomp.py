@@ -37,9 +37,16 @@ from functools import lru_cache
 
 ARCHES = ("x86_64", "aarch64")  # what `compile_filter` is tested for; libseccomp knows more
 
-_CLONE_NEW = {"CLONE_NEWNS": 0x20000, "CLONE_NEWCGROUP": 0x2000000, "CLONE_NEWUTS": 0x4000000,
-              "CLONE_NEWIPC": 0x8000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
-              "CLONE_NEWNET": 0x40000000, "CLONE_NEWTIME": 0x80}
+_CLONE_NEW = {
+    "CLONE_NEWNS": 0x20000,
+    "CLONE_NEWCGROUP": 0x2000000,
+    "CLONE_NEWUTS": 0x4000000,
+    "CLONE_NEWIPC": 0x8000000,
+    "CLONE_NEWUSER": 0x10000000,
+    "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000,
+    "CLONE_NEWTIME": 0x80,
+}
 # fcntl commands that lock, lease or watch: F_GETLK F_SETLK F_SETLKW F_OFD_GETLK
 # F_OFD_SETLK F_OFD_SETLKW F_SETLEASE F_GETLEASE F_NOTIFY (F_GETLK reads others' locks).
 _FCNTL_LOCKS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
@@ -52,20 +59,61 @@ _INT = 0xFFFFFFFF  # compare the low 32 bits: the kernel reads these arguments a
 
 _REFUSED = (
     # namespaces and mounts, the new mount API
-    "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen",
-    "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
     # kernel attack surface: keyrings, tracing, BPF, modules, kexec, swap, io_uring, ...
-    "keyctl", "add_key", "request_key", "ptrace", "perf_event_open", "bpf", "userfaultfd",
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "name_to_handle_at", "open_by_handle_at", "swapon", "swapoff", "reboot", "acct",
-    "quotactl", "quotactl_fd", "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "process_vm_readv", "process_vm_writev", "personality", "modify_ldt",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "ptrace",
+    "perf_event_open",
+    "bpf",
+    "userfaultfd",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "process_vm_readv",
+    "process_vm_writev",
+    "personality",
+    "modify_ldt",
     # watching the files every jail shares
-    "inotify_init", "inotify_add_watch", "inotify_init1", "fanotify_init", "fanotify_mark",
+    "inotify_init",
+    "inotify_add_watch",
+    "inotify_init1",
+    "fanotify_init",
+    "fanotify_mark",
     # memory no limit counts
-    "memfd_secret", "memfd_create", "shmget", "msgget",
+    "memfd_secret",
+    "memfd_create",
+    "shmget",
+    "msgget",
     # machine-wide counters and the shared page cache
-    "sysinfo", "mincore", "cachestat",
+    "sysinfo",
+    "mincore",
+    "cachestat",
 )
 
 
@@ -87,10 +135,16 @@ def _rules() -> tuple[Rule, ...]:
     rules += [Rule("fcntl", errno.ENOLCK, ((1, _INT, cmd),)) for cmd in _FCNTL_LOCKS]
     rules.append(Rule("flock", errno.ENOLCK))
     for name in ("socket", "socketpair"):
-        rules += [Rule(name, errno.EAFNOSUPPORT, ((0, _INT, fam),))
-                  for fam in range(_AF_LAST + 1) if fam not in _AF_ALLOWED]
-        rules += [Rule(name, errno.EAFNOSUPPORT, ((0, _INT, _AF_NETLINK), (2, _INT, proto)))
-                  for proto in range(_NETLINK_LAST + 1) if proto != _NETLINK_ROUTE]
+        rules += [
+            Rule(name, errno.EAFNOSUPPORT, ((0, _INT, fam),))
+            for fam in range(_AF_LAST + 1)
+            if fam not in _AF_ALLOWED
+        ]
+        rules += [
+            Rule(name, errno.EAFNOSUPPORT, ((0, _INT, _AF_NETLINK), (2, _INT, proto)))
+            for proto in range(_NETLINK_LAST + 1)
+            if proto != _NETLINK_ROUTE
+        ]
     for name in ("preadv2", "pwritev2"):  # flags: the sixth argument
         rules.append(Rule(name, errno.EOPNOTSUPP, ((5, _RWF_NOWAIT, _RWF_NOWAIT),)))
     return tuple(rules)
@@ -104,8 +158,12 @@ class NoFilter(Exception):
 
 
 class _Cmp(ctypes.Structure):
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int),
-                ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
 
 
 _ALLOW, _KILL_PROCESS = 0x7FFF0000, 0x80000000
@@ -119,8 +177,10 @@ def _lib():
     try:
         lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
     except OSError as e:
-        raise NoFilter(f"libseccomp is not installed ({e}); Debian/Ubuntu: apt-get install "
-                       "libseccomp2, Fedora: dnf install libseccomp") from None
+        raise NoFilter(
+            f"libseccomp is not installed ({e}); Debian/Ubuntu: apt-get install "
+            "libseccomp2, Fedora: dnf install libseccomp"
+        ) from None
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
@@ -132,8 +192,13 @@ def _lib():
     lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
-                                           ctypes.c_uint, ctypes.POINTER(_Cmp)]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_Cmp),
+    ]
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     return lib
 
@@ -171,9 +236,12 @@ def compile_filter(arch: str, rules: tuple[Rule, ...] = RULES) -> bytes:
             # Rules take the native number of a call; libseccomp translates it by name.
             nr = lib.seccomp_syscall_resolve_name(rule.syscall.encode())
             cmps = (_Cmp * max(1, len(rule.when)))(
-                *(_Cmp(arg, _CMP_MASKED_EQ, mask, value) for arg, mask, value in rule.when))
-            _ok(lib.seccomp_rule_add_array(ctx, _ERRNO | rule.errno, nr, len(rule.when), cmps),
-                f"the rule {rule}")
+                *(_Cmp(arg, _CMP_MASKED_EQ, mask, value) for arg, mask, value in rule.when)
+            )
+            _ok(
+                lib.seccomp_rule_add_array(ctx, _ERRNO | rule.errno, nr, len(rule.when), cmps),
+                f"the rule {rule}",
+            )
         with tempfile.TemporaryFile() as f:
             _ok(lib.seccomp_export_bpf(ctx, f.fileno()), "exporting the program")
             f.seek(0)

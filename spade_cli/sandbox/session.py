@@ -230,8 +230,10 @@ class EnvSession:
                 self._fork()
                 return
             except Unavailable as e:
-                warn_once(f"spade: sandboxed workers cannot be forked here ({e}); starting "
-                           "one bwrap per worker instead (slower)")
+                warn_once(
+                    f"spade: sandboxed workers cannot be forked here ({e}); starting "
+                    "one bwrap per worker instead (slower)"
+                )
                 self._release_uid()
         info_r = info_w = None
         if cfg.unsafe:
@@ -255,10 +257,17 @@ class EnvSession:
         cg_fd = self._new_cgroup()
         try:
             self.proc = spawn_from_keeper(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd="/", close_fds=True, start_new_session=True,
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd="/",
+                close_fds=True,
+                start_new_session=True,
                 pass_fds=(info_w,) if info_w is not None else (),
-                preexec_fn=join_in_child(cg_fd) if cg_fd is not None else None)
+                preexec_fn=join_in_child(cg_fd) if cg_fd is not None else None,
+            )
         except (OSError, subprocess.SubprocessError) as e:
             if info_r is not None:
                 os.close(info_r)
@@ -279,10 +288,14 @@ class EnvSession:
         if program is not None:
             return _hex(program)
         if not self.cfg.allow_no_filter:
-            raise ResourceError(f"no seccomp filter can be installed here: {why}; or pass "
-                                "--unsafe-no-seccomp to run workers without one")
-        warn_once(f"spade: warning: workers run WITHOUT a seccomp filter ({why}); every "
-                  "record says seccomp: false")
+            raise ResourceError(
+                f"no seccomp filter can be installed here: {why}; or pass "
+                "--unsafe-no-seccomp to run workers without one"
+            )
+        warn_once(
+            f"spade: warning: workers run WITHOUT a seccomp filter ({why}); every "
+            "record says seccomp: false"
+        )
         self.filtered = False
         return None
 
@@ -300,9 +313,16 @@ class EnvSession:
         cfg = self.cfg
         cg_fd = self._new_cgroup()
         try:
-            self.proc = self.forks.fork({"uid": self.uid, "limits": cfg.limits(),
-                                         "seccomp": self._filter, "tmp_mb": cfg.tmp_mb,
-                                         "shm_mb": cfg.shm_mb}, cg_fd)
+            self.proc = self.forks.fork(
+                {
+                    "uid": self.uid,
+                    "limits": cfg.limits(),
+                    "seccomp": self._filter,
+                    "tmp_mb": cfg.tmp_mb,
+                    "shm_mb": cfg.shm_mb,
+                },
+                cg_fd,
+            )
         except Unavailable:
             if self.cgroup is not None:  # the bwrap path makes its own
                 self.cgroup.remove()
@@ -413,7 +433,9 @@ class EnvSession:
                     self._tail += data
                     del self._tail[:-_TAIL]
                     if self._printed > self.cfg.output_bytes:
-                        self._fail("flood", f"{what}: printed more than {self.cfg.output_bytes} bytes")
+                        self._fail(
+                            "flood", f"{what}: printed more than {self.cfg.output_bytes} bytes"
+                        )
 
     def _parse(self, line: bytes, rid: int, what: str):
         try:
@@ -422,8 +444,11 @@ class EnvSession:
             try:  # NaN/Infinity (a reward of nan is the validator's to judge, not ours)
                 msg = json.loads(line)
             except (ValueError, RecursionError):
-                self._fail("protocol", f"{what}: the worker wrote something that is not JSON "
-                                       "(or nested too deep to read)")
+                self._fail(
+                    "protocol",
+                    f"{what}: the worker wrote something that is not JSON "
+                    "(or nested too deep to read)",
+                )
         if not isinstance(msg, dict) or msg.get("id") != rid:
             self._fail("protocol", f"{what}: reply out of sequence")
         # The worker bounds what it sends, but the environment shares its process and may
@@ -446,11 +471,16 @@ class EnvSession:
         parent keeps of an environment must not grow with what the environment prints."""
         self.held += size
         self._episode_held += size
-        for held, mb, of in ((self._episode_held, self.cfg.episode_mb, "this episode's"),
-                             (self.held, self.cfg.session_mb, "this worker's")):
+        for held, mb, of in (
+            (self._episode_held, self.cfg.episode_mb, "this episode's"),
+            (self.held, self.cfg.session_mb, "this worker's"),
+        ):
             if held > mb << 20:
-                self._fail("flood", f"{what}: {of} replies hold {held / (1 << 20):.0f} MiB, "
-                                    f"over the {mb} MiB bound")
+                self._fail(
+                    "flood",
+                    f"{what}: {of} replies hold {held / (1 << 20):.0f} MiB, "
+                    f"over the {mb} MiB bound",
+                )
 
     def _fail(self, reason: str, detail: str):
         """Kill the worker and everything it started; this session now answers `reason`."""
@@ -474,12 +504,17 @@ class EnvSession:
         elif rc is not None and rc > 128:
             sig = rc - 128  # bwrap reports a child killed by signal N as 128+N
         if sig:
-            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            name = (
+                signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            )
             how = f"killed by {name}"
             if sig == signal.SIGXCPU:
                 reason, how = "timeout", f"CPU time limit ({self.cfg.cpu_seconds}s) exceeded"
             elif sig == signal.SIGKILL and self.cgroup is not None and self.cgroup.oom_killed():
-                reason, how = "memory", f"memory limit ({self.cfg.cgroup_mb} MiB with children and tmpfs) exceeded"
+                reason, how = (
+                    "memory",
+                    f"memory limit ({self.cfg.cgroup_mb} MiB with children and tmpfs) exceeded",
+                )
             elif sig == signal.SIGXFSZ:
                 reason, how = "limit", f"file size limit ({self.cfg.file_mb} MiB) exceeded"
         tail = self.stderr_tail.strip().splitlines()[-3:]
@@ -512,5 +547,3 @@ class EnvSession:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-
-

@@ -111,9 +111,14 @@ def plain(value):
             todo.extend((x, i) for i in range(len(x)))
         elif isinstance(x, dict):
             # Keys as json.dumps writes them: 1 -> "1", True -> "true", None -> "null".
-            x = box[key] = {k if isinstance(k, str) else json.dumps(k)
-                            if k is None or isinstance(k, (bool, int, float)) else k: v
-                            for k, v in x.items()}
+            x = box[key] = {
+                k
+                if isinstance(k, str)
+                else json.dumps(k)
+                if k is None or isinstance(k, (bool, int, float))
+                else k: v
+                for k, v in x.items()
+            }
             todo.extend((x, k) for k in x)
         else:
             raise TypeError(f"{type(x).__name__} at top level or inside a container")
@@ -138,23 +143,46 @@ def write_reply(obj):
         except (TypeError, ValueError, RecursionError) as e:
             problem = f"a value that is not JSON-serialisable: {e}"
     if problem is not None:
-        data = json.dumps({"id": obj.get("id"), "ok": False, "reason": "bad_" + obj.get("op", "step"),
-                           "detail": f"{obj.get('op', 'step')}() returned {problem}"[:2000],
-                           "fatal": False}).encode() + b"\n"
+        data = (
+            json.dumps(
+                {
+                    "id": obj.get("id"),
+                    "ok": False,
+                    "reason": "bad_" + obj.get("op", "step"),
+                    "detail": f"{obj.get('op', 'step')}() returned {problem}"[:2000],
+                    "fatal": False,
+                }
+            ).encode()
+            + b"\n"
+        )
     cap = SETTINGS["limits"]["reply_bytes"]
     if len(data) > cap:
-        data = json.dumps({"id": obj.get("id"), "ok": False, "reason": "flood",
-                           "detail": f"reply of {len(data)} bytes exceeds the {cap}-byte cap",
-                           "fatal": True}).encode() + b"\n"
+        data = (
+            json.dumps(
+                {
+                    "id": obj.get("id"),
+                    "ok": False,
+                    "reason": "flood",
+                    "detail": f"reply of {len(data)} bytes exceeds the {cap}-byte cap",
+                    "fatal": True,
+                }
+            ).encode()
+            + b"\n"
+        )
     view = memoryview(data)
     while view:
         n = os.write(PROTO, view)
         view = view[n:]
 
 
-_RESOURCE_ERRNOS = {errno.EAGAIN: "processes", errno.EMFILE: "open files", errno.ENFILE: "open files",
-                    errno.ENOSPC: "disk space (/tmp or /dev/shm full)", errno.EFBIG: "file size",
-                    errno.EDQUOT: "disk quota"}
+_RESOURCE_ERRNOS = {
+    errno.EAGAIN: "processes",
+    errno.EMFILE: "open files",
+    errno.ENFILE: "open files",
+    errno.ENOSPC: "disk space (/tmp or /dev/shm full)",
+    errno.EFBIG: "file size",
+    errno.EDQUOT: "disk quota",
+}
 
 
 def classify(exc, default):
@@ -187,9 +215,14 @@ def error_reply(rid, exc, default, where):
 def find_env_class(module):
     import gymnasium
 
-    found = [v for v in vars(module).values()
-             if isinstance(v, type) and issubclass(v, gymnasium.Env) and v is not gymnasium.Env
-             and v.__module__ == module.__name__]
+    found = [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type)
+        and issubclass(v, gymnasium.Env)
+        and v is not gymnasium.Env
+        and v.__module__ == module.__name__
+    ]
     # A base class and its subclass both defined here: the leaf is the environment.
     leaves = [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
     if len(leaves) == 1:
@@ -197,7 +230,8 @@ def find_env_class(module):
     if not leaves:
         return None, "the module defines no gymnasium.Env subclass"
     return None, "the module defines several gymnasium.Env subclasses: " + ", ".join(
-        sorted(c.__name__ for c in leaves))
+        sorted(c.__name__ for c in leaves)
+    )
 
 
 def sibling(name):
@@ -225,8 +259,12 @@ def load(code):
     try:
         compiled = compile(code, "<env>", "exec")
     except SyntaxError as e:
-        return None, {"ok": False, "reason": "syntax_error", "fatal": False,
-                      "detail": f"line {e.lineno}: {e.msg}"}
+        return None, {
+            "ok": False,
+            "reason": "syntax_error",
+            "fatal": False,
+            "detail": f"line {e.lineno}: {e.msg}",
+        }
     except (ValueError, MemoryError, RecursionError) as e:
         return None, error_reply(None, e, "syntax_error", "compiling the module")
     published = published_module()
@@ -283,8 +321,10 @@ def serve(code):
             if op == "step":
                 out = env.step(req.get("action"))
                 if not (isinstance(out, tuple) and len(out) == 5):
-                    raise TypeError(f"step() must return a 5-tuple, got {type(out).__name__}"
-                                    + (f" of length {len(out)}" if isinstance(out, tuple) else ""))
+                    raise TypeError(
+                        f"step() must return a 5-tuple, got {type(out).__name__}"
+                        + (f" of length {len(out)}" if isinstance(out, tuple) else "")
+                    )
             elif op == "reset":
                 out = env.reset(seed=req.get("seed"), options=req.get("options"))
                 if not (isinstance(out, tuple) and len(out) == 2):
@@ -303,15 +343,29 @@ def serve(code):
             elif op == "meta":
                 out = describe(cls)
             else:
-                write_reply({"id": rid, "ok": False, "reason": "protocol",
-                             "detail": f"unknown op {op!r}", "fatal": True})
+                write_reply(
+                    {
+                        "id": rid,
+                        "ok": False,
+                        "reason": "protocol",
+                        "detail": f"unknown op {op!r}",
+                        "fatal": True,
+                    }
+                )
                 continue
         except BaseException as e:  # noqa: BLE001
             default = "bad_step" if op == "step" else "bad_reset"
             write_reply({**error_reply(rid, e, default, f"{op}()"), "op": op})
             continue
-        write_reply({"id": rid, "op": op, "ok": True, "result": out,
-                     "t": round(time.perf_counter() - t0, 6)})
+        write_reply(
+            {
+                "id": rid,
+                "op": op,
+                "ok": True,
+                "result": out,
+                "t": round(time.perf_counter() - t0, 6),
+            }
+        )
 
 
 def run_worker(settings):
@@ -362,8 +416,14 @@ def run_worker(settings):
 # Workers forked this way share nothing writable, no processes, no network and no IPC,
 # as with one bwrap each. The parent kills one through the pidfd of its G.
 
-_NEWNS, _NEWCGROUP, _NEWUTS, _NEWIPC, _NEWPID, _NEWNET = (0x00020000, 0x02000000, 0x04000000,
-                                                         0x08000000, 0x20000000, 0x40000000)
+_NEWNS, _NEWCGROUP, _NEWUTS, _NEWIPC, _NEWPID, _NEWNET = (
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x20000000,
+    0x40000000,
+)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 
 
@@ -371,7 +431,13 @@ def _libc():
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.mount.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_ulong,
+        ctypes.c_char_p,
+    ]
 
     def call(name, *args):
         if getattr(libc, name)(*args) != 0:
@@ -424,11 +490,23 @@ def _episode_init(settings, fds):
         _mount_proc(call)
         for path, mb in ((b"/tmp", settings["tmp_mb"]), (b"/dev/shm", settings["shm_mb"])):
             # nr_inodes: empty files and directories cost kernel memory the size ignores.
-            call("mount", b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV,
-                 b"size=%dm,nr_inodes=%d,mode=1777" % (mb, settings.get("inodes", 4096)))
+            call(
+                "mount",
+                b"tmpfs",
+                path,
+                b"tmpfs",
+                _MS_NOSUID | _MS_NODEV,
+                b"size=%dm,nr_inodes=%d,mode=1777" % (mb, settings.get("inodes", 4096)),
+            )
         # The zygote's /dev/pts is every worker's: a pty one opens, the others would see.
-        call("mount", b"tmpfs", b"/dev/pts", b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY,
-             b"size=4k,nr_inodes=1,mode=0555")
+        call(
+            "mount",
+            b"tmpfs",
+            b"/dev/pts",
+            b"tmpfs",
+            _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY,
+            b"size=4k,nr_inodes=1,mode=0555",
+        )
         worker = os.fork()
     except BaseException as e:  # noqa: BLE001 - the parent reads it as the worker's death
         os.write(err_w, f"the worker's sandbox failed: {type(e).__name__}: {e}\n".encode())

@@ -47,7 +47,13 @@ class StoredRollouts:
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         rank = trainer.accelerator.process_index
         n = len(prompts)
-        out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "reward": []}
+        out: dict[str, list] = {
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": [],
+            "env_mask": [],
+            "reward": [],
+        }
         has_logprobs = False
         advantages = []
         for i, prompt in enumerate(prompts):
@@ -55,7 +61,9 @@ class StoredRollouts:
             member = pos % self.group_size
             if member > 0 and i > 0 and prompts[i - 1] != prompt:
                 # Would mean TRL changed how it lays groups out over processes.
-                raise RuntimeError(f"group layout broken at row {i}: TRL sampler assumptions do not hold")
+                raise RuntimeError(
+                    f"group layout broken at row {i}: TRL sampler assumptions do not hold"
+                )
             group = self.groups[int(prompt)]
             if member < len(group):
                 s = group[member]
@@ -72,7 +80,11 @@ class StoredRollouts:
             out["reward"].append(reward)
             lp = s.logprobs
             has_logprobs = has_logprobs or bool(lp)
-            out["logprobs"].append([math.nan if v is None else v for v in lp] if lp else [math.nan] * len(s.completion_ids))
+            out["logprobs"].append(
+                [math.nan if v is None else v for v in lp]
+                if lp
+                else [math.nan] * len(s.completion_ids)
+            )
         if not has_logprobs:
             out["logprobs"] = None  # nothing stored: TRL then skips everything that uses them
         self.served += n
@@ -80,7 +92,9 @@ class StoredRollouts:
         return out
 
 
-def stored_reward(prompts: list, completions: list, reward: list, **kwargs: Any) -> list[float | None]:
+def stored_reward(
+    prompts: list, completions: list, reward: list, **kwargs: Any
+) -> list[float | None]:
     """The reward function TRL calls: the stored reward, passed through as an extra field."""
     return list(reward)
 

@@ -23,33 +23,51 @@ from .config import LOSS_TYPES, TrainJob
 from .feeder import StoredRollouts, quiet_padding_warning, stored_reward
 from .samples import BuildStats, Sample, mix_groups, read_groups
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json", "adapter_model.safetensors", "adapter_model.bin")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+)
 
 
 def model_kind(path: str) -> str:
     """'full' for an HF model directory, 'adapter' for a peft adapter; anything else is an error."""
     p = Path(path)
     if not p.is_dir():
-        raise ResourceError(f"{path}: not a model directory (spade-train loads local HF checkpoints)")
+        raise ResourceError(
+            f"{path}: not a model directory (spade-train loads local HF checkpoints)"
+        )
     if (p / "adapter_config.json").is_file():
         kind = "adapter"
     elif (p / "config.json").is_file():
         kind = "full"
     else:
-        raise ResourceError(f"{path}: not a model: no config.json (HF model) or adapter_config.json (peft adapter)")
+        raise ResourceError(
+            f"{path}: not a model: no config.json (HF model) or adapter_config.json (peft adapter)"
+        )
     if not any((p / w).is_file() for w in WEIGHT_FILES) and not list(p.glob("*.safetensors")):
         raise ResourceError(f"{path}: has {kind} config but no weights (*.safetensors / *.bin)")
     return kind
 
 
 def load_groups(cfg: TrainJob) -> tuple[list[list[Sample]], BuildStats]:
-    groups, stats = read_groups(cfg.inputs, cfg.role, cfg.include_hinted,
-                                cfg.max_prompt_length, cfg.max_completion_length,
-                                cfg.designer_baseline, cfg.designer_scale, cfg.designer_scale_cap,
-                                cfg.designer_interval, cfg.group_size,
-                                cfg.seed if cfg.shuffle_designer_rewards else None,
-                                compact_filter=cfg.compact_filter)
+    groups, stats = read_groups(
+        cfg.inputs,
+        cfg.role,
+        cfg.include_hinted,
+        cfg.max_prompt_length,
+        cfg.max_completion_length,
+        cfg.designer_baseline,
+        cfg.designer_scale,
+        cfg.designer_scale_cap,
+        cfg.designer_interval,
+        cfg.group_size,
+        cfg.seed if cfg.shuffle_designer_rewards else None,
+        compact_filter=cfg.compact_filter,
+    )
     groups = mix_groups(groups, cfg.designer_fraction, cfg.seed)
     stats.groups = {"designer": 0, "agent": 0}
     stats.samples = 0
@@ -74,11 +92,15 @@ def check_config(cfg: TrainJob) -> None:
         raise UsageError("--ref-model is only used with --beta > 0 (the KL term)")
     out = Path(cfg.output_dir)
     if out.exists() and any(out.iterdir()) and not cfg.overwrite:
-        raise UsageError(f"{cfg.output_dir}: exists and is not empty (use --overwrite to replace it)")
+        raise UsageError(
+            f"{cfg.output_dir}: exists and is not empty (use --overwrite to replace it)"
+        )
     model_kind(cfg.model)
     if cfg.ref_model:
         if cfg.lora_r > 0 or model_kind(cfg.model) == "adapter":
-            raise UsageError("--ref-model does not apply to LoRA: the reference is the model with its adapter off")
+            raise UsageError(
+                "--ref-model does not apply to LoRA: the reference is the model with its adapter off"
+            )
         if model_kind(cfg.ref_model) != "full":
             raise UsageError(f"{cfg.ref_model}: the reference model must be a full HF model")
 
@@ -96,7 +118,9 @@ def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) 
         raise UsageError("--group-size must be at least 2")
     too_big = [len(x) for x in groups if len(x) > g]
     if too_big:
-        raise DataError(f"{len(too_big)} groups have more than --group-size {g} samples (largest {max(too_big)})")
+        raise DataError(
+            f"{len(too_big)} groups have more than --group-size {g} samples (largest {max(too_big)})"
+        )
     per_device = cfg.per_device_batch_size or g
     if per_device < 1:
         raise UsageError("--per-device-batch-size must be at least 1")
@@ -110,9 +134,14 @@ def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) 
             f"{len(groups)} trainable groups but one batch of whole groups needs {groups_per_gen} "
             f"({gen_rows} rows of group size {g}): lower --per-device-batch-size or --grad-accum"
         )
-    return {"group_size": g, "per_device": per_device, "steps_per_generation": cfg.grad_accum * spans,
-            "groups_per_step": groups_per_gen, "steps": gens * spans * cfg.epochs,
-            "left_out_groups": len(groups) - gens * groups_per_gen}
+    return {
+        "group_size": g,
+        "per_device": per_device,
+        "steps_per_generation": cfg.grad_accum * spans,
+        "groups_per_step": groups_per_gen,
+        "steps": gens * spans * cfg.epochs,
+        "left_out_groups": len(groups) - gens * groups_per_gen,
+    }
 
 
 # --------------------------------------------------------------------------- model
@@ -138,7 +167,9 @@ def load_policy(cfg: TrainJob, bf16: bool) -> tuple[Any, Any, str]:
         if kind == "adapter":
             from peft import AutoPeftModelForCausalLM
 
-            model = AutoPeftModelForCausalLM.from_pretrained(cfg.model, is_trainable=True, dtype=dtype)
+            model = AutoPeftModelForCausalLM.from_pretrained(
+                cfg.model, is_trainable=True, dtype=dtype
+            )
         else:
             model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
         tok_dir = cfg.model
@@ -146,7 +177,9 @@ def load_policy(cfg: TrainJob, bf16: bool) -> tuple[Any, Any, str]:
             tok_dir = model.peft_config["default"].base_model_name_or_path
         tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     except Exception as e:  # noqa: BLE001 - corrupt weights raise many different types
-        raise ResourceError(f"{cfg.model}: cannot load the model: {type(e).__name__}: {e}") from None
+        raise ResourceError(
+            f"{cfg.model}: cannot load the model: {type(e).__name__}: {e}"
+        ) from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer, kind
@@ -155,7 +188,9 @@ def load_policy(cfg: TrainJob, bf16: bool) -> tuple[Any, Any, str]:
 # --------------------------------------------------------------------------- the run
 
 
-def build_trainer(cfg: TrainJob, groups: list[list[Sample]], work_dir: str) -> tuple[Any, dict, str]:
+def build_trainer(
+    cfg: TrainJob, groups: list[list[Sample]], work_dir: str
+) -> tuple[Any, dict, str]:
     """A ready GRPOTrainer over stored samples (not yet trained), the batch plan, and the
     kind of starting checkpoint ('full' or 'adapter')."""
     import torch
@@ -173,7 +208,9 @@ def build_trainer(cfg: TrainJob, groups: list[list[Sample]], work_dir: str) -> t
     plan = plan_batches(cfg, groups, state.num_processes)
     bf16 = _use_bf16(cfg)
     model, tokenizer, kind = load_policy(cfg, bf16)
-    max_completion = cfg.max_completion_length or max(len(s.completion_ids) for g in groups for s in g)
+    max_completion = cfg.max_completion_length or max(
+        len(s.completion_ids) for g in groups for s in g
+    )
     args = GRPOConfig(
         output_dir=work_dir,
         per_device_train_batch_size=plan["per_device"],
@@ -214,11 +251,19 @@ def build_trainer(cfg: TrainJob, groups: list[list[Sample]], work_dir: str) -> t
     if cfg.lora_r > 0 and kind == "full":
         targets = cfg.lora_target_modules
         peft_config = LoraConfig(
-            r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, task_type="CAUSAL_LM",
-            target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            task_type="CAUSAL_LM",
+            target_modules=targets
+            if targets == "all-linear"
+            else [t.strip() for t in targets.split(",")],
         )
     elif cfg.lora_r > 0:
-        log.info("continuing to train the adapter in %s (--lora-r applies to new adapters only)", cfg.model)
+        log.info(
+            "continuing to train the adapter in %s (--lora-r applies to new adapters only)",
+            cfg.model,
+        )
     rollouts = StoredRollouts(groups, plan["group_size"])
     dataset = Dataset.from_dict({"prompt": [str(i) for i in range(len(groups))]})
     # With beta > 0 TRL builds (and, under DeepSpeed/FSDP, shards) the reference model
@@ -246,7 +291,9 @@ def build_trainer(cfg: TrainJob, groups: list[list[Sample]], work_dir: str) -> t
     # TRL's printer dumps every log dict to stdout; MetricsFile logs one compact line instead.
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(MetricsFile(cfg.metrics_path or str(Path(work_dir) / "metrics.jsonl"), trainer))
+    trainer.add_callback(
+        MetricsFile(cfg.metrics_path or str(Path(work_dir) / "metrics.jsonl"), trainer)
+    )
     plan["lora"] = peft_config is not None or kind == "adapter"
     return trainer, plan, kind
 
@@ -308,12 +355,17 @@ def run(cfg: TrainJob) -> dict[str, Any] | None:
         "left_out_groups": plan["left_out_groups"],
         "padded_rows": trainer._spade_rollouts.padded * state.num_processes,
         "skipped": dict(stats.skipped),
-        "truncated": {"prompts": stats.truncated_prompts, "completions": stats.truncated_completions},
+        "truncated": {
+            "prompts": stats.truncated_prompts,
+            "completions": stats.truncated_completions,
+        },
         "processes": state.num_processes,
         "seconds": round(seconds, 3),
         "train_loss": float(result.training_loss),
     }
-    (out / "spade_train.json").write_text(json.dumps({"result": info, "config": cfg.__dict__}, indent=1))
+    (out / "spade_train.json").write_text(
+        json.dumps({"result": info, "config": cfg.__dict__}, indent=1)
+    )
     return info
 
 

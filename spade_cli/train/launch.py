@@ -63,7 +63,10 @@ def launch_command(
         cmd += ["--machine_rank", str(machine_rank), "--main_process_ip", main_process_ip]
     cmd += ["--main_process_port", str(main_process_port or free_port())]
     if not gpu and not accelerate_config:
-        cmd += ["--num_cpu_threads_per_process", str(max(1, (os.cpu_count() or 1) // num_processes))]
+        cmd += [
+            "--num_cpu_threads_per_process",
+            str(max(1, (os.cpu_count() or 1) // num_processes)),
+        ]
     cmd += ["-m", "spade_cli.train.launch", settings, result]
     return cmd
 
@@ -74,9 +77,16 @@ def launch(cfg: TrainJob) -> dict | None:
         settings = os.path.join(tmp, "settings.json")
         result = os.path.join(tmp, "result.json")
         cfg.save(settings)
-        cmd = launch_command(settings, result, cfg.num_processes, cfg.accelerate_config,
-                             cfg.num_machines, cfg.machine_rank, cfg.main_process_ip,
-                             cfg.main_process_port)
+        cmd = launch_command(
+            settings,
+            result,
+            cfg.num_processes,
+            cfg.accelerate_config,
+            cfg.num_machines,
+            cfg.machine_rank,
+            cfg.main_process_ip,
+            cfg.main_process_port,
+        )
         env = {**os.environ, "SPADE_TRAIN_WORKER": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
         proc = subprocess.run(cmd, stdout=sys.stderr, env=env)
         res = json.loads(Path(result).read_text()) if os.path.exists(result) else None
@@ -85,7 +95,9 @@ def launch(cfg: TrainJob) -> dict | None:
             err.exit_code = res.get("exit_code", 1)
             raise err
         if proc.returncode != 0:
-            raise ResourceError(f"training processes failed (accelerate exit {proc.returncode}); see messages above")
+            raise ResourceError(
+                f"training processes failed (accelerate exit {proc.returncode}); see messages above"
+            )
         if res is None and cfg.machine_rank == 0:
             raise SpadeError("training finished without a result from the main process")
         return res

@@ -96,8 +96,11 @@ class BuildStats:
 
     def refused(self) -> dict[str, int]:
         """Episodes (and designs) skipped because their environment trains no one."""
-        return {k.removeprefix("refused_"): v for k, v in self.skipped.items()
-                if k.startswith("refused_")}
+        return {
+            k.removeprefix("refused_"): v
+            for k, v in self.skipped.items()
+            if k.startswith("refused_")
+        }
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -127,7 +130,9 @@ def _logprobs(value: Any, n: int, mask: list[int], what: str, reader: RecordRead
     token (env tokens null/0) or one per model token only; both are accepted."""
     if value is None:
         return None
-    if not isinstance(value, list) or not all(v is None or isinstance(v, (int, float)) for v in value):
+    if not isinstance(value, list) or not all(
+        v is None or isinstance(v, (int, float)) for v in value
+    ):
         raise reader.error(f"{what} must be a list of numbers")
     if len(value) == n:
         return [None if v is None else float(v) for v in value]
@@ -166,7 +171,9 @@ def refusal(rec: dict) -> str | None:
 def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Sample | None:
     design = rec.get("design")
     if not isinstance(design, dict):
-        stats.skipped["no_design"] += 1  # replayed / library candidates were not designed this round
+        stats.skipped["no_design"] += (
+            1  # replayed / library candidates were not designed this round
+        )
         return None
     score = rec.get("score")
     if not isinstance(score, dict) or "reward" not in score:
@@ -179,7 +186,9 @@ def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Samp
         stats.skipped[f"refused_{why}"] += 1  # a score that missed rollout's mark
         return None
     if not rec.get("group"):
-        raise reader.error("candidate has no group: designer samples are grouped by the prompt they share")
+        raise reader.error(
+            "candidate has no group: designer samples are grouped by the prompt they share"
+        )
     prompt = _ids(design.get("prompt_ids"), "design.prompt_ids", reader)
     completion = _ids(design.get("completion_ids"), "design.completion_ids", reader)
     mask = [1] * len(completion)
@@ -190,13 +199,17 @@ def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Samp
         prompt_ids=prompt,
         completion_ids=completion,
         env_mask=mask,
-        logprobs=_logprobs(design.get("logprobs"), len(completion), mask, "design.logprobs", reader),
+        logprobs=_logprobs(
+            design.get("logprobs"), len(completion), mask, "design.logprobs", reader
+        ),
         reward=_reward(score["reward"], "score.reward", reader),
         skill=rec.get("skill") or None,
     )
 
 
-def _agent_samples(rec: dict, reader: RecordReader, stats: BuildStats, include_hinted: bool) -> list[Sample]:
+def _agent_samples(
+    rec: dict, reader: RecordReader, stats: BuildStats, include_hinted: bool
+) -> list[Sample]:
     rollouts = rec.get("rollouts")
     if not isinstance(rollouts, dict):
         stats.skipped["no_rollouts"] += 1  # invalid designs are never rolled out
@@ -227,7 +240,11 @@ def _agent_samples(rec: dict, reader: RecordReader, stats: BuildStats, include_h
             mask = ep.get("env_mask")
             if mask is None:
                 raise reader.error(f"{what}.env_mask is missing (multi-turn episodes need it)")
-            if not isinstance(mask, list) or len(mask) != len(completion) or any(m not in (0, 1) for m in mask):
+            if (
+                not isinstance(mask, list)
+                or len(mask) != len(completion)
+                or any(m not in (0, 1) for m in mask)
+            ):
                 raise reader.error(f"{what}.env_mask must be 0/1 values, one per completion token")
             if not any(mask):
                 stats.skipped["no_model_tokens"] += 1
@@ -240,7 +257,9 @@ def _agent_samples(rec: dict, reader: RecordReader, stats: BuildStats, include_h
                     prompt_ids=prompt,
                     completion_ids=completion,
                     env_mask=[int(m) for m in mask],
-                    logprobs=_logprobs(ep.get("logprobs"), len(completion), mask, f"{what}.logprobs", reader),
+                    logprobs=_logprobs(
+                        ep.get("logprobs"), len(completion), mask, f"{what}.logprobs", reader
+                    ),
                     reward=_reward(ep.get("return"), f"{what}.return", reader),
                     stop=ep.get("stop"),
                 )
@@ -253,11 +272,16 @@ def _agent_plays(rec: dict) -> int:
     designer-only step, which reads them without training on them)."""
     rollouts = rec.get("rollouts") if isinstance(rec.get("rollouts"), dict) else {}
     episodes = rollouts.get("nohint") if isinstance(rollouts.get("nohint"), list) else []
-    return sum(1 for ep in episodes if isinstance(ep, dict) and ep.get("stop") != "env_error"
-               and ep.get("completion_ids"))
+    return sum(
+        1
+        for ep in episodes
+        if isinstance(ep, dict) and ep.get("stop") != "env_error" and ep.get("completion_ids")
+    )
 
 
-def _truncate(s: Sample, max_prompt: int | None, max_completion: int | None, stats: BuildStats) -> None:
+def _truncate(
+    s: Sample, max_prompt: int | None, max_completion: int | None, stats: BuildStats
+) -> None:
     # Prompts keep their end (the latest context); completions keep their start (what the
     # model did first, which the reward mostly reflects) and are masked past the limit.
     if max_prompt is not None and len(s.prompt_ids) > max_prompt:
@@ -327,7 +351,9 @@ def read_groups(
     # plays of the window's first step, in its input, are what the designs weigh against.
     agent_n = sum(len(m) for m in groups.values() if m[0].role == "agent") or plays
     designer_n = sum(len(m) for m in groups.values() if m[0].role == "designer")
-    scale = designer_scale_of(designer_scale, agent_n, designer_n, designer_scale_cap, designer_interval)
+    scale = designer_scale_of(
+        designer_scale, agent_n, designer_n, designer_scale_cap, designer_interval
+    )
     stats.designer_scale = scale
     for members in groups.values():
         if members[0].role == "designer" and len(members) > 1:
@@ -342,7 +368,7 @@ def read_groups(
             # A skill's pool can hold the whole round's designs: cut it to the agent's group
             # size for batching. A prompt's group stays whole, as it is TRL's group too.
             n = (chunk if members[0].group.startswith("designer:skill:") else None) or len(members)
-            kept.extend(members[i:i + n] for i in range(0, len(members), n))
+            kept.extend(members[i : i + n] for i in range(0, len(members), n))
             continue
         if len(members) < 2:
             stats.skipped["singleton_group"] += 1
@@ -358,13 +384,15 @@ def read_groups(
     if not kept:
         raise NothingToTrain(
             f"nothing to train on: {stats.candidates} candidates gave no group with at least two "
-            f"samples and a reward spread (skipped: {dict(stats.skipped) or 'none'}; role {role})", stats
+            f"samples and a reward spread (skipped: {dict(stats.skipped) or 'none'}; role {role})",
+            stats,
         )
     return kept, stats
 
 
-def designer_scale_of(mode: str, agent_samples: int, designer_samples: int, cap: float,
-                      interval: int) -> float:
+def designer_scale_of(
+    mode: str, agent_samples: int, designer_samples: int, cap: float, interval: int
+) -> float:
     """The balance scale min(cap, agent / designer samples x interval); 1 without it or
     without agent samples to balance against."""
     if mode != "balance" or not agent_samples or not designer_samples:
@@ -388,7 +416,9 @@ def set_designer_advantages(pool: list[Sample], baseline: str, scale: float = 1.
     return max(abs(a) for a in advs) > 1e-9
 
 
-def mix_groups(groups: list[list[Sample]], designer_fraction: float | None, seed: int) -> list[list[Sample]]:
+def mix_groups(
+    groups: list[list[Sample]], designer_fraction: float | None, seed: int
+) -> list[list[Sample]]:
     """Subsample the more plentiful role so designer groups make up `designer_fraction`
     of all groups. None keeps every group (the natural ratio of the round)."""
     if designer_fraction is None:
@@ -398,7 +428,9 @@ def mix_groups(groups: list[list[Sample]], designer_fraction: float | None, seed
     des = [g for g in groups if g[0].role == "designer"]
     agt = [g for g in groups if g[0].role == "agent"]
     if not des or not agt:
-        raise UsageError("--designer-fraction needs both designer and agent groups (use --role both)")
+        raise UsageError(
+            "--designer-fraction needs both designer and agent groups (use --role both)"
+        )
     rng = random.Random(seed)
     # Keep all of the scarcer role; sample the other down to the requested share.
     want_des = round(len(agt) * designer_fraction / (1 - designer_fraction))

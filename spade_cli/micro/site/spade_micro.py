@@ -114,13 +114,19 @@ class CorridorEnv(MicroEnv):
         side = rng.choice(("left", "right"))
         # cells 0..n-1; the door `door` cells from the start on `side`
         if side == "right":
-            self._pos, self._door, self._n = behind, behind + door, behind + door + 1 + rng.randint(0, 1)
+            self._pos, self._door, self._n = (
+                behind,
+                behind + door,
+                behind + door + 1 + rng.randint(0, 1),
+            )
         else:
             extra = rng.randint(0, 1)
             self._pos, self._door, self._n = door + extra, extra, door + extra + behind + 1
         self._facing = "right"
-        obs = (f"You stand in a dark corridor with {self._budget} moves. Somewhere is a door. "
-               f"Commands: enter, left, right.")
+        obs = (
+            f"You stand in a dark corridor with {self._budget} moves. Somewhere is a door. "
+            f"Commands: enter, left, right."
+        )
         return obs, f"The door is to your {side}.", [side] * door + ["enter"]
 
     def _act(self, action):
@@ -149,8 +155,14 @@ class CodeEnv(MicroEnv):
     family = "code"
     skill = "Pattern Recognition"
     # level: (slots, hidden slots (0 or 1), symbols to choose from, spare turns)
-    TABLE = {1: (2, 0, 3, 1), 2: (3, 1, 3, 1), 3: (3, 1, 3, 0), 4: (4, 1, 4, 0), 5: (5, 1, 5, 0),
-             6: (6, 1, 6, 0)}
+    TABLE = {
+        1: (2, 0, 3, 1),
+        2: (3, 1, 3, 1),
+        3: (3, 1, 3, 0),
+        4: (4, 1, 4, 0),
+        5: (5, 1, 5, 0),
+        6: (6, 1, 6, 0),
+    }
 
     @classmethod
     def budget_for(cls, level):
