@@ -28,6 +28,15 @@ LONG_MODULES = {
     "spade_cli/rollout/runner.py": "the rollout stage: all episodes in flight, turn by turn",
     # Its privilege drop, rlimits and seccomp are jail.py's; what is left is one job.
     "spade_cli/sandbox/worker.py": "the worker inside the sandbox: protocol, loader, zygote",
+    "spade_cli/sandbox/config.py": "the sandbox's limits and the bwrap command line they give",
+    "spade_cli/design.py": "the spade-design stage: designer prompts and candidate records",
+    "spade_cli/engines/hf.py": "the transformers engine: batched generation with logprobs",
+    "spade_cli/envs/checks.py": "our contract's checks and the verdict on one design",
+    "spade_cli/evals/bfcl.py": "the BFCL-v4 multi-turn suite",
+    "spade_cli/loop/recipe.py": "the round's stages as the commands they run",
+    "spade_cli/loop/report.py": "per-round metrics, metrics.jsonl, plots and the stderr table",
+    "spade_cli/stage_settings.py": "the option declarations, one settings class per stage",
+    "spade_cli/train/samples.py": "training samples and their advantages, from candidate records",
 }
 
 # Names that define distinct jobs: no module may define two names of one group.
