@@ -135,7 +135,11 @@ class SpadeGRPOTrainer(GRPOTrainer):
         diff = torch.nan_to_num((pi - mu) * output["completion_mask"], nan=0.0)
         weight = torch.exp(diff.clamp(max=math.log(self._spade_tis_cap)))
         output["importance_sampling_ratio"] = weight
+        # The logged mean is over the model's own tokens: environment tokens carry no loss
+        # and a stored logprob of 0, so their weight says nothing about the policy's drift.
         mask = output["completion_mask"].bool() & ~torch.isnan(mu)
+        if "tool_mask" in output:
+            mask &= output["tool_mask"].bool()
         local = torch.stack([weight[mask].sum(), mask.sum().to(weight.dtype)])
         total, count = self.accelerator.reduce(local, reduction="sum").tolist()
         if count:
