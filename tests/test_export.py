@@ -94,8 +94,8 @@ def harbor_export(validated, tmp_path_factory):
 
 def spade_replay(code: str, seed: int) -> float:
     """spade's own replay of an episode's solution, as validation plays it."""
-    from spade_cli.envs.checks import check_reset_reply, run_episode
     from spade_cli.envs.contracts import resolve_contract, solution_actions
+    from spade_cli.envs.shared_checks import check_reset_reply, run_episode
     from spade_cli.sandbox import EnvSession
 
     def reset_check(out):

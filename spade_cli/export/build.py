@@ -102,8 +102,8 @@ def seeds_of(rec: dict, n: int | None) -> list[int]:
 def build_spec(rec: dict, n_seeds: int | None, cfg) -> ExportedEnv:
     """Plays each seed's own solution once, sandboxed, as validation replays it."""
     from ..envs.actions import turn_limit
-    from ..envs.checks import check_reset_reply, run_episode
     from ..envs.contracts import resolve_contract, solution_actions
+    from ..envs.shared_checks import check_reset_reply, run_episode
     from ..rollout.returns import final_return
     from ..sandbox import EnvSession
 
