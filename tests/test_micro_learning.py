@@ -5,9 +5,9 @@ K episodes each) and fixed designs (one micro design prompt per skill, every lev
 completion, the plateau's favourite level paid) are added; spade-train then takes a few
 real GRPO steps. Measured with the model's own log-probabilities on the training samples:
 the advantage-weighted change of the samples' model tokens must be positive (the update
-climbed the reward), and with every reward flipped it must be negative. The same update
-barely moves the environment's tokens, which carry no loss: a mask shifted onto them, or a
-flipped advantage sign in either role, fails this test.
+climbed the reward), and with every reward flipped it must be negative. A flipped advantage sign in either role fails it; a mask shifted off the agent's actions
+fails the mask test below (spade-train's own test checks that masked tokens get no
+gradient).
 """
 
 from __future__ import annotations
@@ -146,16 +146,20 @@ def _flipped(recs: list[dict]) -> list[dict]:
 
 def _movement(before, after, path) -> dict[str, float]:
     """Sum over samples of advantage x the change of their model tokens' log-probability,
-    per role, and the mean absolute change per model token and per environment token."""
+    per role."""
     import torch
 
     from spade_cli.train.samples import read_groups
 
     groups, _ = read_groups([str(path)], role="both")
     out = {"designer": 0.0, "agent": 0.0}
-    moved = {1: [], 0: []}
     for g in groups:
+        rewards = [s.reward for s in g]
+        mean = sum(rewards) / len(rewards)
+        std = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
         for s in g:
+            # The agent's advantage is TRL's group z-score; the designer's is stored.
+            advantage = s.advantage if s.advantage is not None else (s.reward - mean) / (std + 1e-4)
             ids = torch.tensor([s.prompt_ids + s.completion_ids])
             with torch.no_grad():
                 lp = [
@@ -166,11 +170,7 @@ def _movement(before, after, path) -> dict[str, float]:
                 ]
             delta = lp[1] - lp[0]
             mask = torch.tensor(s.env_mask, dtype=torch.bool)
-            out[s.role] += s.advantage * float(delta[mask].sum())
-            moved[1] += delta[mask].abs().tolist()
-            moved[0] += delta[~mask].abs().tolist()
-    out["model_token"] = sum(moved[1]) / len(moved[1])
-    out["env_token"] = sum(moved[0]) / max(1, len(moved[0]))
+            out[s.role] += advantage * float(delta[mask].sum())
     return out
 
 
@@ -201,5 +201,27 @@ def test_grpo_climbs_the_reward_for_both_roles_and_descends_when_it_is_flipped(
         before, AutoModelForCausalLM.from_pretrained(d / "ckpt-flipped"), d / "plain.jsonl"
     )
     assert true["designer"] < 0 and true["agent"] < 0, true
-    # The loss is on the model's tokens: the observations in between move far less.
-    assert plain["env_token"] < 0.5 * plain["model_token"], plain
+
+
+def test_the_env_mask_marks_exactly_the_models_actions(micro_model, samples):
+    """What the loss sees of an episode (env_mask 1) is the actions the agent played, each
+    with its end of turn, and nothing of the observations between them."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(micro_model)
+    _, recs = samples
+    episodes = [ep for c in recs if c.get("rollouts") for ep in c["rollouts"]["nohint"]]
+    assert len(episodes) >= 16
+    for ep in episodes:
+        ids, mask = ep["completion_ids"], ep["env_mask"]
+        assert len(ids) == len(mask)
+        spans, cur = [], []
+        for i, m in zip(ids, mask, strict=True):
+            if m:
+                cur.append(i)
+            elif cur:
+                spans.append(cur)
+                cur = []
+        spans += [cur] if cur else []
+        texts = [tok.decode(x, skip_special_tokens=True).strip() for x in spans]
+        assert texts == [t["action"] for t in ep["turns"]], (texts, ep["turns"])
