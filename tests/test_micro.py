@@ -10,8 +10,9 @@ import statistics
 
 import pytest
 
-from spade_cli.micro import FAMILIES, LEVELS, LIBRARY, env_name, library_source
+from spade_cli.micro import LIBRARY
 from spade_cli.micro import transcripts as tr
+from spade_cli.micro.pool import FAMILIES, LEVELS, env_name, library_source
 
 
 def win_rate(family: str, level: int, hinted: bool, skill: float, n: int = 200) -> float:

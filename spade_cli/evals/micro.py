@@ -9,7 +9,7 @@ per level. Environments run in the sandbox like every pool's.
 
 from __future__ import annotations
 
-from ..micro import FAMILIES, LEVELS, env_name, library_source
+from ..micro.pool import FAMILIES, LEVELS, env_name, library_source
 from .base import Task
 
 
