@@ -46,7 +46,7 @@ def test_parse_suite_names_and_subsets():
     assert parse_suite("reasoning_gym:gcd, maze") == ("reasoning-gym", ["gcd", "maze"])
     with pytest.raises(
         UsageError,
-        match=r"unknown suite 'bfc' \(valid suites: bfcl, reasoning-gym, textarena, library, memory\)",
+        match=r"unknown suite 'bfc' \(valid suites: bfcl, reasoning-gym, textarena, library, micro, memory\)",
     ):
         parse_suite("bfc")
 
@@ -56,7 +56,7 @@ def test_unknown_suite_is_a_usage_error_naming_the_valid_ones():
     assert r.returncode == 2
     assert r.stdout == b""
     assert r.stderr.decode().strip() == (
-        "spade-eval: error: unknown suite 'nosuch' (valid suites: bfcl, reasoning-gym, textarena, library, memory)"
+        "spade-eval: error: unknown suite 'nosuch' (valid suites: bfcl, reasoning-gym, textarena, library, micro, memory)"
     )
 
 
