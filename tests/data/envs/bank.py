@@ -3,34 +3,11 @@ import json
 import gymnasium as gym
 
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "balance",
-            "description": "Balance of an account",
-            "parameters": {
-                "type": "object",
-                "properties": {"account": {"type": "string"}},
-                "required": ["account"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "transfer",
-            "description": "Move money",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "src": {"type": "string"},
-                    "dst": {"type": "string"},
-                    "amount": {"type": "number"},
-                },
-                "required": ["src", "dst", "amount"],
-            },
-        },
-    },
+    {"type": "function", "function": {"name": "balance", "description": "Balance of an account",
+     "parameters": {"type": "object", "properties": {"account": {"type": "string"}}, "required": ["account"]}}},
+    {"type": "function", "function": {"name": "transfer", "description": "Move money",
+     "parameters": {"type": "object", "properties": {"src": {"type": "string"}, "dst": {"type": "string"},
+                    "amount": {"type": "number"}}, "required": ["src", "dst", "amount"]}}},
 ]
 
 
@@ -44,19 +21,9 @@ class BankTransfer(gym.Env):
         self.accounts = {"checking": 500 + (seed or 0) % 300, "savings": 100}
         self.goal = 250 + (seed or 0) % 50
         need = self.goal - self.accounts["savings"]
-        sol = [
-            json.dumps(
-                {
-                    "name": "transfer",
-                    "arguments": {"src": "checking", "dst": "savings", "amount": need},
-                }
-            )
-        ]
+        sol = [json.dumps({"name": "transfer", "arguments": {"src": "checking", "dst": "savings", "amount": need}})]
         obs = f"Make the savings account hold exactly {self.goal}."
-        return obs, {
-            "hint": "Check the savings balance first, then transfer the difference.",
-            "solution": sol,
-        }
+        return obs, {"hint": "Check the savings balance first, then transfer the difference.", "solution": sol}
 
     def step(self, action):
         try:
@@ -65,13 +32,7 @@ class BankTransfer(gym.Env):
         except (ValueError, KeyError, TypeError):
             return "Call a tool.", 0.0, False, False, {}
         if name == "balance":
-            return (
-                str(self.accounts.get(args.get("account"), "no such account")),
-                0.0,
-                False,
-                False,
-                {},
-            )
+            return str(self.accounts.get(args.get("account"), "no such account")), 0.0, False, False, {}
         if name == "transfer":
             amt = args.get("amount", 0)
             if self.accounts.get(args.get("src"), 0) < amt:

@@ -31,10 +31,8 @@ class DarkCorridor:
 
     def _describe(self, lead):
         doors = sorted([self.right[self.room], self.decoy[self.room]])
-        return (
-            f"{lead} Room {self.room + 1} of 5. Doors: {doors[0]} and {doors[1]}. "
-            "Move with \\boxed{north|south|east|west}."
-        )
+        return (f"{lead} Room {self.room + 1} of 5. Doors: {doors[0]} and {doors[1]}. "
+                "Move with \\boxed{north|south|east|west}.")
 
     def step(self, action):
         self.turn += 1
@@ -44,11 +42,8 @@ class DarkCorridor:
         if move not in DIRECTIONS:
             return self._describe("Nothing happens."), 0.0, False, truncated, {}
         if move != self.right[self.room]:
-            lead = (
-                f"The {move} door drops you back into the first room."
-                if move == self.decoy[self.room]
-                else f"You bump into the {move} wall."
-            )
+            lead = (f"The {move} door drops you back into the first room."
+                    if move == self.decoy[self.room] else f"You bump into the {move} wall.")
             if move == self.decoy[self.room]:
                 self.room = 0
             return self._describe(lead), 0.0, False, truncated, {}

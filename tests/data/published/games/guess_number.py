@@ -16,23 +16,16 @@ class GuessNumber:
         self.secret = rng.randint(10, 99)
         self.turn = 0
         self.low, self.high = 10, 99
-        return (
-            "I am thinking of a whole number from 10 to 99. Guess it with \\boxed{N}; "
-            "I will say whether it is higher or lower."
-        ), {}
+        return ("I am thinking of a whole number from 10 to 99. Guess it with \\boxed{N}; "
+                "I will say whether it is higher or lower."), {}
 
     def step(self, action):
         self.turn += 1
         m = re.findall(r"\\boxed\{([^}]*)\}", action or "")
         truncated = self.turn >= self.max_turns
         if not m or not m[-1].strip().isdigit():
-            return (
-                f"Reply with \\boxed{{N}}, N a number from {self.low} to {self.high}.",
-                0.0,
-                False,
-                truncated,
-                {},
-            )
+            return (f"Reply with \\boxed{{N}}, N a number from {self.low} to {self.high}.",
+                    0.0, False, truncated, {})
         guess = int(m[-1].strip())
         if guess == self.secret:
             return f"{guess} is right.", 1.0, True, False, {}

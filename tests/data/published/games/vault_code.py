@@ -19,10 +19,8 @@ class VaultCode:
         self.code = "".join(rng.choice("0123456789") for _ in range(3))
         self.turn = 0
         self.credited = set()
-        return (
-            "A vault with a three-digit code. Try a code with \\boxed{try DDD}; the lock "
-            "tells you how many digits are in the right place."
-        ), {}
+        return ("A vault with a three-digit code. Try a code with \\boxed{try DDD}; the lock "
+                "tells you how many digits are in the right place."), {}
 
     def step(self, action):
         self.turn += 1

@@ -38,11 +38,9 @@ class HiddenSlopeEnv:
         self.den = random.randint(2, 9)
         self.num = random.choice([n for n in range(1, 3 * self.den) if n % self.den])
         self.offset = random.randint(-5, 5)
-        return (
-            "A hidden line y = m*x + c. Ask for a point with \\boxed{at X} (X an integer); "
-            "when you know m, answer \\boxed{slope S} with S as a fraction or decimal. "
-            "Three wrong answers lose."
-        ), {}
+        return ("A hidden line y = m*x + c. Ask for a point with \\boxed{at X} (X an integer); "
+                "when you know m, answer \\boxed{slope S} with S as a fraction or decimal. "
+                "Three wrong answers lose."), {}
 
     def _y(self, x: int) -> str:
         top = self.num * x + self.offset * self.den

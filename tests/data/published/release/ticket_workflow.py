@@ -22,26 +22,17 @@ class TicketWorkflowEnv(ToolUseBaseEnv):
         self._ticket = str(random.choice(ids))
         self._team = random.choice(TEAMS)
         self._tools = {
-            "list_tickets": {
-                "description": "Ids of the open tickets",
-                "parameters": {"type": "object", "properties": {}},
-            },
-            "assign": {
-                "description": "Assign a ticket to a team",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"ticket": {"type": "string"}, "team": {"type": "string"}},
-                    "required": ["ticket", "team"],
-                },
-            },
-            "close": {
-                "description": "Close a ticket",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"ticket": {"type": "string"}},
-                    "required": ["ticket"],
-                },
-            },
+            "list_tickets": {"description": "Ids of the open tickets",
+                             "parameters": {"type": "object", "properties": {}}},
+            "assign": {"description": "Assign a ticket to a team",
+                       "parameters": {"type": "object",
+                                      "properties": {"ticket": {"type": "string"},
+                                                     "team": {"type": "string"}},
+                                      "required": ["ticket", "team"]}},
+            "close": {"description": "Close a ticket",
+                      "parameters": {"type": "object",
+                                     "properties": {"ticket": {"type": "string"}},
+                                     "required": ["ticket"]}},
         }
         self._user_messages = [
             f"Ticket {self._ticket} belongs to the {self._team} team: assign it there.",
@@ -56,24 +47,18 @@ class TicketWorkflowEnv(ToolUseBaseEnv):
         return self._user_messages[0], {}
 
     def _advance(self) -> str:
-        if self._current_msg < len(self._criteria) and self._criteria[self._current_msg](
-            self._state
-        ):
+        if self._current_msg < len(self._criteria) and self._criteria[self._current_msg](self._state):
             self._current_msg += 1
             if self._current_msg == len(self._user_messages):
                 return "\n\n[ALL STEPS COMPLETE] Submit <answer>done</answer>."
-            return (
-                f"\n\n[STEP {self._current_msg} COMPLETE] {self._user_messages[self._current_msg]}"
-            )
+            return f"\n\n[STEP {self._current_msg} COMPLETE] {self._user_messages[self._current_msg]}"
         return ""
 
     def _check_answer(self, answer):
         return answer.strip().lower() == "done" and self._current_msg == len(self._user_messages)
 
     def tool_list_tickets(self):
-        return ", ".join(
-            sorted(t for t, v in self._state["tickets"].items() if v["status"] == "open")
-        )
+        return ", ".join(sorted(t for t, v in self._state["tickets"].items() if v["status"] == "open"))
 
     def tool_assign(self, ticket="", team=""):
         if ticket not in self._state["tickets"]:
@@ -94,7 +79,5 @@ class TicketWorkflowEnv(ToolUseBaseEnv):
     def solution(self):
         assign = {"name": "assign", "arguments": {"ticket": self._ticket, "team": self._team}}
         close = {"name": "close", "arguments": {"ticket": self._ticket}}
-        return (
-            f"<tool_call>{json.dumps(assign)}</tool_call> "
-            f"<tool_call>{json.dumps(close)}</tool_call> <answer>done</answer>"
-        )
+        return (f"<tool_call>{json.dumps(assign)}</tool_call> "
+                f"<tool_call>{json.dumps(close)}</tool_call> <answer>done</answer>")

@@ -24,42 +24,27 @@ class WarehouseRestockEnv(ToolUseBaseEnv):
         self._target = random.choice(chosen)
         self._needed = 50
         self._tools = {
-            "list_items": {
-                "description": "Names of the items in the warehouse",
-                "parameters": {"type": "object", "properties": {}},
-            },
-            "get_stock": {
-                "description": "Units of an item in stock",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"item": {"type": "string"}},
-                    "required": ["item"],
-                },
-            },
-            "get_price": {
-                "description": "The supplier's unit price of an item",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"item": {"type": "string"}},
-                    "required": ["item"],
-                },
-            },
-            "place_order": {
-                "description": "Order units of an item; returns the order's cost",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"item": {"type": "string"}, "units": {"type": "integer"}},
-                    "required": ["item", "units"],
-                },
-            },
+            "list_items": {"description": "Names of the items in the warehouse",
+                           "parameters": {"type": "object", "properties": {}}},
+            "get_stock": {"description": "Units of an item in stock",
+                          "parameters": {"type": "object",
+                                         "properties": {"item": {"type": "string"}},
+                                         "required": ["item"]}},
+            "get_price": {"description": "The supplier's unit price of an item",
+                          "parameters": {"type": "object",
+                                         "properties": {"item": {"type": "string"}},
+                                         "required": ["item"]}},
+            "place_order": {"description": "Order units of an item; returns the order's cost",
+                            "parameters": {"type": "object",
+                                           "properties": {"item": {"type": "string"},
+                                                          "units": {"type": "integer"}},
+                                           "required": ["item", "units"]}},
         }
         missing = self._needed - self._state["stock"][self._target]
         self._expected_answer = str(missing * self._state["price"][self._target])
-        return (
-            f"TASK: bring the stock of {self._target} up to exactly {self._needed} units by "
-            "ordering what is missing, then submit the order's total cost with "
-            "<answer>COST</answer>."
-        ), {}
+        return (f"TASK: bring the stock of {self._target} up to exactly {self._needed} units by "
+                "ordering what is missing, then submit the order's total cost with "
+                "<answer>COST</answer>."), {}
 
     def _check_answer(self, answer: str) -> bool:
         missing = self._needed - self._state["stock"][self._target]
@@ -92,8 +77,6 @@ class WarehouseRestockEnv(ToolUseBaseEnv):
         missing = self._needed - self._state["stock"][self._target]
         order = {"name": "place_order", "arguments": {"item": self._target, "units": missing}}
         stock = {"name": "get_stock", "arguments": {"item": self._target}}
-        return (
-            f"<tool_call>{json.dumps(stock)}</tool_call> "
-            f"<tool_call>{json.dumps(order)}</tool_call> "
-            f"<answer>{self._expected_answer}</answer>"
-        )
+        return (f"<tool_call>{json.dumps(stock)}</tool_call> "
+                f"<tool_call>{json.dumps(order)}</tool_call> "
+                f"<answer>{self._expected_answer}</answer>")

@@ -24,11 +24,9 @@ class ShelfSearch:
         self.has_key = False
         self.looked = set()
         self.turn = 0
-        return (
-            "Five shelves, numbered 1 to 5; a key lies on one. Tools: look(shelf), "
-            'take(shelf). Call them as <tool_call>{"name": "look", "arguments": '
-            '{"shelf": 1}}</tool_call>, and finish with <answer>done</answer>.'
-        ), {}
+        return ("Five shelves, numbered 1 to 5; a key lies on one. Tools: look(shelf), "
+                "take(shelf). Call them as <tool_call>{\"name\": \"look\", \"arguments\": "
+                "{\"shelf\": 1}}</tool_call>, and finish with <answer>done</answer>."), {}
 
     def step(self, action):
         self.turn += 1
