@@ -11,7 +11,8 @@ setup:
     # Held-out eval suites, without their dependency trees (README, spade-eval).
     python3 -m pip install -q --no-deps -r requirements-eval.txt
     just harbor-venv
-    just demo-corpus micro-model
+    just demo-corpus
+    just micro-model
 
 # Harbor (it needs Python >= 3.12) in a venv of its own, .venv-harbor/: the Harbor export's
 # tests read the tasks spade-export writes with harbor's own task model.
