@@ -147,7 +147,10 @@ def test_contained(name, body, reason):
         cfg = SandboxConfig(call_timeout=10.0, file_mb=8, tmp_mb=64)
     out, env = run_hostile(body, cfg)
     assert isinstance(out, EnvError), f"{name}: not contained: {out!r}"
-    assert out.reason == reason, f"{name}: {out}"
+    # A thread bomb on a loaded machine may use up its 10 s before its threads reach the
+    # process limit: stopped by the clock or by the limit, it is contained either way.
+    allowed = {reason, "timeout"} if name == "thread bomb" else {reason}
+    assert out.reason in allowed, f"{name}: {out}"
     assert out.fatal == (reason != "bad_step")
     assert_unharmed(session=False)  # the next test's session is the "later session"
 
