@@ -286,28 +286,8 @@ def design_records(
     budget = prompt_budget(settings, engine)
     base = settings.sampling
 
-    batch: list[dict] = []
-    for doc in docs:
-        batch.append(doc)
-        if len(batch) >= settings.batch_docs:
-            yield from _design_batch(
-                batch,
-                engine,
-                settings,
-                base,
-                template,
-                contract,
-                entries,
-                listing_text,
-                budget,
-                seed,
-                round,
-                attempt,
-                stand_ins,
-            )
-            batch = []
-    if batch:
-        yield from _design_batch(
+    def designs(batch: list[dict]) -> Iterator[dict]:
+        return _design_batch(
             batch,
             engine,
             settings,
@@ -322,6 +302,15 @@ def design_records(
             attempt,
             stand_ins,
         )
+
+    batch: list[dict] = []
+    for doc in docs:
+        batch.append(doc)
+        if len(batch) >= settings.batch_docs:
+            yield from designs(batch)
+            batch = []
+    if batch:
+        yield from designs(batch)
 
 
 def _nth(attempt: int, i: int) -> int | str:
