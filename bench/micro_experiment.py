@@ -66,6 +66,22 @@ def toml_value(v) -> str:
     return repr(v)
 
 
+def apply_overrides(cfg: dict, items: list[str]) -> None:
+    """`TABLE.KEY=VALUE` (or `KEY=VALUE` at the top level), VALUE in TOML."""
+    for item in items:
+        key, sep, value = item.partition("=")
+        table, dot, field = key.strip().rpartition(".")
+        if not sep or not field:
+            raise ValueError(f"--set {item!r}: expected TABLE.KEY=VALUE")
+        try:
+            parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(
+                f"--set {item!r}: {value.strip()!r} is not a TOML value ({e})"
+            ) from None
+        (cfg.setdefault(table, {}) if dot else cfg)[field] = parsed
+
+
 def write_config(base: dict, arm: str, seed: int, rounds: int, runs_dir: Path) -> Path:
     cfg = json.loads(json.dumps(base))
     for table, values in ARMS[arm].items():
@@ -119,7 +135,7 @@ def evaluate(model: str, out: Path, args, log: Path) -> dict:
                 "-n",
                 str(args.eval_items),
                 "--seed",
-                "0",
+                str(args.eval_seed),
                 "--engine",
                 "hf",
                 "--model",
@@ -142,6 +158,19 @@ def evaluate(model: str, out: Path, args, log: Path) -> dict:
     return {k: round(statistics.fmean(v), 4) for k, v in sorted(by.items())}
 
 
+def eval_tag(args) -> str:
+    """Evaluations on another suite seed are other files (the held-out one keeps its name)."""
+    return "" if args.eval_seed == 0 else f"-seed{args.eval_seed}"
+
+
+def win_rate(c: dict) -> float | None:
+    """A design's no-hint win rate as its reward saw it: over the window's plays (all the
+    round's agent steps) where there is one, else over step 1's."""
+    score = c.get("score") or {}
+    window = ((score.get("window") or {}).get("nohint") or {}).get("success_rate")
+    return window if window is not None else (score.get("nohint") or {}).get("success_rate")
+
+
 def round_metrics(rdir: Path) -> dict:
     """What one round's designs and plays were (the window's scores when there is one)."""
     scored = records(rdir / "scored-window.jsonl.zst") or records(rdir / "scored.jsonl.zst")
@@ -154,11 +183,7 @@ def round_metrics(rdir: Path) -> dict:
         )
         if m:
             levels.append(int(m[1]))
-    wins = [
-        c["score"]["nohint"]["success_rate"]
-        for c in valid
-        if ((c.get("score") or {}).get("nohint") or {}).get("success_rate") is not None
-    ]
+    wins = [w for w in map(win_rate, valid) if w is not None]
     rewards = [
         c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
     ]
@@ -179,6 +204,27 @@ def round_metrics(rdir: Path) -> dict:
     }
 
 
+def nohint_return(path: Path) -> dict[str, float]:
+    """Each environment's mean no-hint return in one rollouts file."""
+    out = {}
+    for c in records(path):
+        plays = (c.get("rollouts") or {}).get("nohint") or []
+        if plays:
+            out[c["id"]] = statistics.fmean(p["return"] for p in plays)
+    return out
+
+
+def step_gain(rdir: Path) -> float | None:
+    """The training-side signal: on the environments the agent was just trained on, the
+    no-hint return after its first step (the replay of step 2) minus before it (step 1)."""
+    before, after = (
+        nohint_return(rdir / "rollouts.jsonl.zst"),
+        nohint_return(rdir / "rollouts-s2.jsonl.zst"),
+    )
+    both = [k for k in before if k in after]
+    return round(statistics.fmean(after[k] - before[k] for k in both), 4) if both else None
+
+
 def checkpoint_of(rdir: Path) -> str:
     rec = rdir / "checkpoint.jsonl"
     return json.loads(rec.read_text().splitlines()[0])["path"]
@@ -196,7 +242,10 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
         rdir = run_dir / f"round-{r:03d}"
         m = round_metrics(rdir)
         m["round"] = r
-        m["heldout"] = evaluate(checkpoint_of(rdir), rdir / "heldout.jsonl.zst", args, log)
+        m["step_gain"] = step_gain(rdir)
+        m["heldout"] = evaluate(
+            checkpoint_of(rdir), rdir / f"heldout{eval_tag(args)}.jsonl.zst", args, log
+        )
         rounds.append(m)
     return {
         "rounds": rounds,
@@ -295,10 +344,28 @@ def main() -> None:
     ap.add_argument(
         "--jobs", type=int, default=2, help="runs at a time (each stage is single-threaded)"
     )
+    ap.add_argument(
+        "--eval-seed",
+        type=int,
+        default=0,
+        help="the evaluation suite's seed: 0 is the held-out suite the results report; choose "
+        "settings on another (a validation split), never on 0",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="TABLE.KEY=VALUE",
+        help="override a field of the configuration (a TOML value), e.g. train.epochs=4",
+    )
     ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "micro-experiment"))
     args = ap.parse_args()
     base = tomllib.loads(Path(args.config).read_text())
+    try:
+        apply_overrides(base, args.set)
+    except ValueError as e:
+        sys.exit(f"micro_experiment: {e}")
     args.rounds = args.rounds or int(base.get("rounds", 8))
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     for a in arms:
@@ -327,10 +394,15 @@ def main() -> None:
         )
     base["model"] = {**base.get("model", {}), "path": str(model)}
     try:
-        base_eval = evaluate(str(model), out / "heldout-round-000.jsonl.zst", args, log)
+        base_eval = evaluate(
+            str(model), out / f"heldout-round-000{eval_tag(args)}.jsonl.zst", args, log
+        )
     except RunFailed as e:
         sys.exit(f"micro_experiment: {e}")
-    print(f"round 0 (the micro model): held-out {base_eval['all']:.3f}", file=sys.stderr)
+    print(
+        f"round 0 (the micro model): suite seed {args.eval_seed}, solve rate {base_eval['all']:.3f}",
+        file=sys.stderr,
+    )
 
     results = {
         "commit": commit(),
@@ -340,6 +412,8 @@ def main() -> None:
         "seeds": seeds,
         "rounds": args.rounds,
         "eval_items": args.eval_items,
+        "eval_seed": args.eval_seed,
+        "overrides": args.set,
         "runs": {},
     }
     from concurrent.futures import ThreadPoolExecutor

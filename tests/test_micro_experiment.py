@@ -1,0 +1,68 @@
+"""bench/micro_experiment.py's bookkeeping: the configuration overrides, the training-side
+step gain and the win rate a design's reward saw (the experiment itself is run by hand:
+it takes most of an hour)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from spade_cli.recordio import write_records
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location(
+    "micro_experiment", ROOT / "bench" / "micro_experiment.py"
+)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def test_overrides_set_tables_and_top_level_fields_as_toml_values():
+    cfg = {"rounds": 5, "train": {"learning_rate": 2e-4}}
+    bench.apply_overrides(
+        cfg, ["train.learning_rate=1e-3", "train.tis=false", "rounds=8", "rollout.episodes = 16"]
+    )
+    assert cfg == {
+        "rounds": 8,
+        "train": {"learning_rate": 1e-3, "tis": False},
+        "rollout": {"episodes": 16},
+    }
+
+
+@pytest.mark.parametrize("item", ["train.epochs", "train.lr=fast", "=3"])
+def test_a_malformed_override_is_refused_with_its_text(item):
+    with pytest.raises(ValueError, match="--set"):
+        bench.apply_overrides({}, [item])
+
+
+def candidate(cid: str, returns: list[float]) -> dict:
+    return {
+        "kind": "candidate",
+        "id": cid,
+        "rollouts": {"nohint": [{"return": r} for r in returns]},
+    }
+
+
+def test_step_gain_pairs_the_same_environments_before_and_after_a_step(tmp_path):
+    write_records(
+        str(tmp_path / "rollouts.jsonl.zst"),
+        [candidate("a", [0, 0, 1, 0]), candidate("b", [1, 1, 1, 1]), candidate("c", [0, 0])],
+    )
+    # c was not re-played; a rose by 0.5, b fell by 0.25
+    write_records(
+        str(tmp_path / "rollouts-s2.jsonl.zst"),
+        [candidate("a", [1, 1, 1, 0]), candidate("b", [1, 1, 1, 0])],
+    )
+    assert bench.step_gain(tmp_path) == pytest.approx((0.5 - 0.25) / 2)
+    assert bench.step_gain(tmp_path / "missing") is None
+
+
+def test_the_win_rate_is_the_windows_when_the_reward_used_one():
+    step1 = {"nohint": {"success_rate": 0.5}}
+    assert bench.win_rate({"score": step1}) == 0.5
+    assert bench.win_rate({"score": {**step1, "window": {"nohint": {"success_rate": 0.4375}}}}) == (
+        0.4375
+    )
+    assert bench.win_rate({}) is None
