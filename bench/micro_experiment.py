@@ -225,6 +225,19 @@ def step_gain(rdir: Path) -> float | None:
     return round(statistics.fmean(after[k] - before[k] for k in both), 4) if both else None
 
 
+def agent_groups(rdir: Path) -> dict:
+    """The agent's GRPO groups over the round's steps: those with a reward spread (trained)
+    and those without (every play won or every play lost: no signal)."""
+    trained = flat = 0
+    for rec in sorted(rdir.glob("checkpoint*.jsonl")):
+        c = json.loads(rec.read_text().splitlines()[0])
+        if c.get("role") == "designer":
+            continue
+        trained += (c.get("groups") or {}).get("agent", 0)
+        flat += (c.get("skipped") or {}).get("flat_reward_group", 0)
+    return {"trained": trained, "flat": flat}
+
+
 def checkpoint_of(rdir: Path) -> str:
     rec = rdir / "checkpoint.jsonl"
     return json.loads(rec.read_text().splitlines()[0])["path"]
@@ -243,6 +256,7 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
         m = round_metrics(rdir)
         m["round"] = r
         m["step_gain"] = step_gain(rdir)
+        m["agent_groups"] = agent_groups(rdir)
         m["heldout"] = evaluate(
             checkpoint_of(rdir), rdir / f"heldout{eval_tag(args)}.jsonl.zst", args, log
         )

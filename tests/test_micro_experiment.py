@@ -5,6 +5,7 @@ it takes most of an hour)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,15 @@ def test_the_win_rate_is_the_windows_when_the_reward_used_one():
         0.4375
     )
     assert bench.win_rate({}) is None
+
+
+def test_agent_groups_sum_the_agent_steps_and_leave_the_designer_step_out(tmp_path):
+    def ckpt(name, role, agent, flat):
+        rec = {"kind": "checkpoint", "role": role, "groups": {"agent": agent}}
+        rec["skipped"] = {"flat_reward_group": flat}
+        (tmp_path / name).write_text(json.dumps(rec) + "\n")
+
+    ckpt("checkpoint-s1.jsonl", "agent", 5, 3)
+    ckpt("checkpoint-s2.jsonl", "agent", 4, 4)
+    ckpt("checkpoint.jsonl", "designer", 0, 2)
+    assert bench.agent_groups(tmp_path) == {"trained": 9, "flat": 7}
