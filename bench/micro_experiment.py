@@ -292,6 +292,100 @@ def verdicts(results: dict) -> list[str]:
     return out
 
 
+def _mean(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+def _f(x, fmt: str = ".3f") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def summary(results: dict) -> str:
+    """The results as Markdown: one row per arm (seeds side by side), then the held-out
+    solve rate per round and the plateau share per round, each a mean over seeds."""
+    rows = [
+        "| arm | held-out, round 0 → last, per seed | mean gain | designer reward, first → last "
+        "third, per seed | valid designs | mean level, round 1 → last | agent groups trained / "
+        "flat per round | wall per run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    per_round, plateau = [], []
+    for arm, runs in results["runs"].items():
+        seeds = list(runs.values())
+        held = [f"{r['rounds'][-1]['heldout']['all']:.3f}" for r in seeds]
+        gains = [
+            r["rounds"][-1]["heldout"]["all"] - r["rounds"][0]["heldout"]["all"] for r in seeds
+        ]
+        rewards = []
+        for r in seeds:
+            rew = [
+                x["designer_reward"]
+                for x in r["rounds"][1:]
+                if x.get("designer_reward") is not None
+            ]
+            if len(rew) >= 3:
+                a, b = thirds(rew)
+                rewards.append(f"{a:.2f} → {b:.2f}")
+        later = [x for r in seeds for x in r["rounds"][1:]]
+        groups = [x["agent_groups"] for x in later if x.get("agent_groups")]
+        first = _mean(r["rounds"][1].get("mean_level") for r in seeds if len(r["rounds"]) > 1)
+        last = _mean(r["rounds"][-1].get("mean_level") for r in seeds)
+        rows.append(
+            f"| {arm} | {seeds[0]['rounds'][0]['heldout']['all']:.3f} → {' / '.join(held)} "
+            f"| {statistics.fmean(gains):+.3f} | {'; '.join(rewards) or '–'} "
+            f"| {_f(_mean(x.get('valid_rate') for x in later), '.0%')} "
+            f"| {_f(first, '.2f')} → {_f(last, '.2f')} "
+            f"| {_f(_mean(g['trained'] for g in groups), '.1f')} / "
+            f"{_f(_mean(g['flat'] for g in groups), '.1f')} "
+            f"| {statistics.fmean(r['wall_seconds'] for r in seeds) / 60:.1f} min |"
+        )
+        n = max(len(r["rounds"]) for r in seeds)
+        curve = [
+            _mean(r["rounds"][i]["heldout"]["all"] for r in seeds if i < len(r["rounds"]))
+            for i in range(n)
+        ]
+        per_round.append(f"| {arm} | " + " | ".join(_f(c) for c in curve) + " |")
+        share = [
+            _mean(r["rounds"][i].get("plateau_share") for r in seeds if i < len(r["rounds"]))
+            for i in range(1, n)
+        ]
+        if any(x is not None for x in share):
+            plateau.append(f"| {arm} | " + " | ".join(_f(x, ".2f") for x in share) + " |")
+    n = max(len(r["rounds"]) for runs in results["runs"].values() for r in runs.values())
+    head = "| arm | " + " | ".join(f"round {i}" for i in range(n)) + " |"
+    rule = "|---|" + "---|" * n
+    out = rows + [
+        "",
+        "Held-out solve rate per round (mean over seeds):",
+        "",
+        head,
+        rule,
+        *per_round,
+    ]
+    if plateau:
+        head = "| arm | " + " | ".join(f"round {i}" for i in range(1, n)) + " |"
+        out += [
+            "",
+            "Share of valid designs in the plateau band (mean over seeds):",
+            "",
+            head,
+            "|---|" + "---|" * (n - 1),
+            *plateau,
+        ]
+    return "\n".join(out) + "\n"
+
+
+def report(results: dict, out: Path) -> None:
+    """Table, verdicts and plots from a results file (also what a finished run prints)."""
+    (out / "summary.md").write_text(summary(results))
+    for line in verdicts(results):
+        print(line)
+    for p in plot(results, out):
+        print(f"plot: {p}", file=sys.stderr)
+    print(f"summary: {out / 'summary.md'}", file=sys.stderr)
+
+
 def plot(results: dict, out: Path) -> list[Path]:
     import matplotlib
 
@@ -374,7 +468,20 @@ def main() -> None:
     )
     ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "micro-experiment"))
+    ap.add_argument(
+        "--report",
+        action="store_true",
+        help="run nothing: rewrite the summary table and plots from OUT/results.json",
+    )
     args = ap.parse_args()
+    if args.report:
+        out = Path(args.out)
+        try:
+            results = json.loads((out / "results.json").read_text())
+        except (OSError, ValueError) as e:
+            sys.exit(f"micro_experiment: {out / 'results.json'}: {e}")
+        report(results, out)
+        return
     base = tomllib.loads(Path(args.config).read_text())
     try:
         apply_overrides(base, args.set)
@@ -454,10 +561,7 @@ def main() -> None:
     results["wall_seconds"] = round(time.time() - t0, 1)
     path = out / "results.json"
     path.write_text(json.dumps(results, indent=1) + "\n")
-    for line in verdicts(results):
-        print(line)
-    for p in plot(results, out):
-        print(f"plot: {p}", file=sys.stderr)
+    report(results, out)
     print(f"results: {path} ({results['wall_seconds']:.0f} s)", file=sys.stderr)
 
 

@@ -79,3 +79,30 @@ def test_agent_groups_sum_the_agent_steps_and_leave_the_designer_step_out(tmp_pa
     ckpt("checkpoint-s2.jsonl", "agent", 4, 4)
     ckpt("checkpoint.jsonl", "designer", 0, 2)
     assert bench.agent_groups(tmp_path) == {"trained": 9, "flat": 7}
+
+
+def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
+    def run(final, rewards):
+        rounds = [{"round": 0, "heldout": {"all": 0.2}}]
+        for i, rew in enumerate(rewards, 1):
+            rounds.append(
+                {
+                    "round": i,
+                    "heldout": {"all": final if i == len(rewards) else 0.25},
+                    "designer_reward": rew,
+                    "valid_rate": 0.5,
+                    "mean_level": 3.0,
+                    "plateau_share": 0.25,
+                    "agent_groups": {"trained": 10, "flat": 6},
+                }
+            )
+        return {"rounds": rounds, "wall_seconds": 300.0}
+
+    results = {"runs": {"spade": {"0": run(0.4, [0.3, 0.4, 0.5]), "1": run(0.3, [0.5, 0.4, 0.3])}}}
+    text = bench.summary(results)
+    assert "| spade | 0.200 → 0.400 / 0.300 | +0.150 | 0.30 → 0.50; 0.50 → 0.30 | 50% |" in text
+    assert "| 10.0 / 6.0 | 5.0 min |" in text
+    assert "| spade | 0.200 | 0.250 | 0.250 | 0.350 |" in text  # mean over seeds per round
+    bench.report(results, tmp_path)
+    assert (tmp_path / "summary.md").read_text() == text
+    assert (tmp_path / "micro-heldout.png").stat().st_size > 0
