@@ -8,6 +8,8 @@ Arms (each `examples/micro.toml` with one change, `--seeds` seeds each):
     frozen-designer   the designer is never updated (train.role = agent); memory stays on
     negative-control  each round the designer's rewards are permuted within their skill
                       (train.shuffle_designer_rewards): its updates carry no signal
+and, on request, spade-invalid-penalty (SPADE with regret.invalid = penalty: the designer
+is also trained on its invalid designs, which the published recipe drops).
 
 Per round it records the valid rate, the designer's reward, the levels the designs chose,
 the no-hint win rate on the round's environments, the share of valid designs whose win
@@ -17,7 +19,9 @@ plays). Round 0 is the micro model itself, once for all arms.
 
 Everything is resumable: each run is a spade-loop run directory (a rerun continues it),
 and each evaluation is a file written atomically, so an interrupted experiment picks up
-where it stopped. Writes RESULTS (JSON) and three PNG plots beside it, and prints a table.
+where it stopped. An invocation with other arms or seeds but the same settings (--config,
+--rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file. Writes OUT/results.json, OUT/summary.md (the
+tables) and three PNG plots beside them, and prints a verdict per run.
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
     python bench/micro_experiment.py --arms spade --seeds 0 --rounds 2    # a smoke run
@@ -51,7 +55,13 @@ ARMS = {
     },
     "frozen-designer": {"train": {"role": "agent"}},
     "negative-control": {"train": {"shuffle_designer_rewards": True}},
+    # Not one of the four, and not the published recipe (which drops invalid designs): the
+    # designer is also trained on its invalid designs, at the invalid penalty.
+    "spade-invalid-penalty": {"regret": {"invalid": "penalty"}},
 }
+DEFAULT_ARMS = ("spade", "fixed-pool", "frozen-designer", "negative-control")
+# What makes two invocations' runs comparable, so that one results file holds both.
+SETTINGS = ("config", "rounds", "eval_items", "eval_seed", "overrides")
 BAND = (0.4, 0.6)
 LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
 
@@ -268,6 +278,29 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
     }
 
 
+def merged(results: dict, path: Path) -> dict:
+    """Keep an earlier invocation's runs (other arms or seeds, same settings) in the same
+    results file, so that an arm can be added to a finished experiment."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = None
+    if old and all(old.get(k) == results[k] for k in SETTINGS):
+        for arm, runs in old.get("runs", {}).items():
+            for seed, res in runs.items():
+                res.setdefault("commit", old.get("commit"))
+                results["runs"].setdefault(arm, {})[seed] = res
+        results["arms"] = list(dict.fromkeys([*old.get("arms", []), *results["arms"]]))
+        results["seeds"] = sorted({*old.get("seeds", []), *results["seeds"]})
+        results["invocations"] = old.get("invocations") or [
+            {k: old.get(k) for k in ("commit", "arms", "seeds", "wall_seconds")}
+        ]
+    elif old:
+        print(f"micro_experiment: {path} has other settings; starting a new one", file=sys.stderr)
+    results.setdefault("invocations", [])
+    return results
+
+
 def thirds(xs: list[float]) -> tuple[float, float]:
     k = max(1, len(xs) // 3)
     return statistics.fmean(xs[:k]), statistics.fmean(xs[-k:])
@@ -442,7 +475,11 @@ def commit() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--arms", default=",".join(ARMS), help="comma-separated arms (default: all four)"
+        "--arms",
+        default=",".join(DEFAULT_ARMS),
+        help=f"comma-separated arms (default: {', '.join(DEFAULT_ARMS)}; also: "
+        + ", ".join(a for a in ARMS if a not in DEFAULT_ARMS)
+        + ")",
     )
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated loop seeds")
     ap.add_argument(
@@ -537,6 +574,7 @@ def main() -> None:
         "overrides": args.set,
         "runs": {},
     }
+    results = merged(results, out / "results.json")
     from concurrent.futures import ThreadPoolExecutor
 
     def job(arm: str, seed: int):
@@ -556,9 +594,17 @@ def main() -> None:
         done = list(pool.map(lambda p: job(*p), [(a, s) for a in arms for s in seeds]))
     for arm, seed, res in done:
         if res is not None:
-            results["runs"].setdefault(arm, {})[str(seed)] = res
+            results["runs"].setdefault(arm, {})[str(seed)] = {**res, "commit": results["commit"]}
     results["failed"] = [f"{a}-s{s}" for a, s, res in done if res is None]
     results["wall_seconds"] = round(time.time() - t0, 1)
+    results["invocations"].append(
+        {
+            "commit": results["commit"],
+            "arms": arms,
+            "seeds": seeds,
+            "wall_seconds": results["wall_seconds"],
+        }
+    )
     path = out / "results.json"
     path.write_text(json.dumps(results, indent=1) + "\n")
     report(results, out)

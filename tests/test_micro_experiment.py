@@ -106,3 +106,19 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
     bench.report(results, tmp_path)
     assert (tmp_path / "summary.md").read_text() == text
     assert (tmp_path / "micro-heldout.png").stat().st_size > 0
+
+
+def test_a_later_invocation_with_the_same_settings_adds_its_runs(tmp_path, capsys):
+    settings = {k: None for k in bench.SETTINGS} | {"rounds": 5, "config": "micro.toml"}
+    first = {**settings, "commit": "aaa", "arms": ["spade"], "seeds": [0], "wall_seconds": 9.0}
+    first["runs"] = {"spade": {"0": {"rounds": []}}}
+    (tmp_path / "results.json").write_text(json.dumps(first))
+    later = {**settings, "commit": "bbb", "arms": ["spade-invalid-penalty"], "seeds": [0, 1]}
+    out = bench.merged({**later, "runs": {}}, tmp_path / "results.json")
+    assert out["runs"] == {"spade": {"0": {"rounds": [], "commit": "aaa"}}}
+    assert out["arms"] == ["spade", "spade-invalid-penalty"] and out["seeds"] == [0, 1]
+    assert out["invocations"][0]["commit"] == "aaa"
+    # other settings: the runs are not comparable, so a new results file starts
+    fresh = bench.merged({**later, "rounds": 10, "runs": {}}, tmp_path / "results.json")
+    assert fresh["runs"] == {} and fresh["invocations"] == []
+    assert "other settings" in capsys.readouterr().err
