@@ -20,8 +20,9 @@ plays). Round 0 is the micro model itself, once for all arms.
 Everything is resumable: each run is a spade-loop run directory (a rerun continues it),
 and each evaluation is a file written atomically, so an interrupted experiment picks up
 where it stopped. An invocation with other arms or seeds but the same settings (--config,
---rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file. Writes OUT/results.json, OUT/summary.md (the
-tables) and three PNG plots beside them, and prints a verdict per run.
+--rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file.
+Writes OUT/results.json, OUT/summary.md (the tables) and three PNG plots beside them, and
+prints a verdict per run.
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
     python bench/micro_experiment.py --arms spade --seeds 0 --rounds 2    # a smoke run
@@ -485,7 +486,7 @@ def main() -> None:
     ap.add_argument(
         "--rounds", type=int, default=None, help="rounds per run (default: examples/micro.toml's)"
     )
-    ap.add_argument("--eval-items", type=int, default=108, help="held-out episodes per evaluation")
+    ap.add_argument("--eval-items", type=int, default=216, help="held-out episodes per evaluation")
     ap.add_argument(
         "--jobs", type=int, default=2, help="runs at a time (each stage is single-threaded)"
     )
