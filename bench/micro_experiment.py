@@ -335,6 +335,23 @@ def _f(x, fmt: str = ".3f") -> str:
     return "–" if x is None else format(x, fmt)
 
 
+def by_round(runs: dict, get) -> list[list[float]]:
+    """Per round, `get(round)` of every seed that has that round and a value for it."""
+    n = max(len(r["rounds"]) for r in runs.values())
+    return [
+        [
+            v
+            for r in runs.values()
+            if i < len(r["rounds"]) and (v := get(r["rounds"][i])) is not None
+        ]
+        for i in range(n)
+    ]
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def summary(results: dict) -> str:
     """The results as Markdown: one row per arm (seeds side by side), then the held-out
     solve rate per round and the plateau share per round, each a mean over seeds."""
@@ -374,39 +391,18 @@ def summary(results: dict) -> str:
             f"{_f(_mean(g['flat'] for g in groups), '.1f')} "
             f"| {statistics.fmean(r['wall_seconds'] for r in seeds) / 60:.1f} min |"
         )
-        n = max(len(r["rounds"]) for r in seeds)
-        curve = [
-            _mean(r["rounds"][i]["heldout"]["all"] for r in seeds if i < len(r["rounds"]))
-            for i in range(n)
-        ]
-        per_round.append(f"| {arm} | " + " | ".join(_f(c) for c in curve) + " |")
-        share = [
-            _mean(r["rounds"][i].get("plateau_share") for r in seeds if i < len(r["rounds"]))
-            for i in range(1, n)
-        ]
-        if any(x is not None for x in share):
-            plateau.append(f"| {arm} | " + " | ".join(_f(x, ".2f") for x in share) + " |")
+        curve = by_round(runs, lambda x: x["heldout"]["all"])
+        per_round.append(_row([arm, *(_f(_mean(v)) for v in curve)]))
+        share = by_round(runs, lambda x: x.get("plateau_share"))[1:]
+        if any(share):
+            plateau.append(_row([arm, *(_f(_mean(v), ".2f") for v in share)]))
     n = max(len(r["rounds"]) for runs in results["runs"].values() for r in runs.values())
-    head = "| arm | " + " | ".join(f"round {i}" for i in range(n)) + " |"
-    rule = "|---|" + "---|" * n
-    out = rows + [
-        "",
-        "Held-out solve rate per round (mean over seeds):",
-        "",
-        head,
-        rule,
-        *per_round,
-    ]
+    out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
+    out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
     if plateau:
-        head = "| arm | " + " | ".join(f"round {i}" for i in range(1, n)) + " |"
-        out += [
-            "",
-            "Share of valid designs in the plateau band (mean over seeds):",
-            "",
-            head,
-            "|---|" + "---|" * (n - 1),
-            *plateau,
-        ]
+        out += ["", "Share of valid designs in the plateau band (mean over seeds):", ""]
+        out += [_row(["arm", *(f"round {i}" for i in range(1, n))]), "|---|" + "---|" * (n - 1)]
+        out += plateau
     return "\n".join(out) + "\n"
 
 
@@ -435,10 +431,8 @@ def plot(results: dict, out: Path) -> list[Path]:
     for name, title, get in panels:
         fig, ax = plt.subplots(figsize=(6, 4))
         for arm, runs in results["runs"].items():
-            series = [[get(r) for r in res["rounds"]] for res in runs.values()]
             xs, mean, lo, hi = [], [], [], []
-            for i in range(max(len(s) for s in series)):
-                vals = [s[i] for s in series if i < len(s) and s[i] is not None]
+            for i, vals in enumerate(by_round(runs, get)):
                 if vals:
                     xs.append(i)
                     mean.append(statistics.fmean(vals))
