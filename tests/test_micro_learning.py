@@ -5,9 +5,9 @@ K episodes each) and fixed designs (one micro design prompt per skill, every lev
 completion, the plateau's favourite level paid) are added; spade-train then takes a few
 real GRPO steps. Measured with the model's own log-probabilities on the training samples:
 the advantage-weighted change of the samples' model tokens must be positive (the update
-climbed the reward), and with every reward flipped it must be negative. A flipped advantage sign in either role fails it; a mask shifted off the agent's actions
-fails the mask test below (spade-train's own test checks that masked tokens get no
-gradient).
+climbed the reward), and with every reward flipped it must be negative. A flipped
+advantage sign in either role fails it; a mask shifted off the agent's actions fails the
+mask test below (spade-train's own test checks that masked tokens get no gradient).
 """
 
 from __future__ import annotations
