@@ -63,7 +63,8 @@ class MicroEnv(gym.Env):
 
     @classmethod
     def budget_for(cls, level: int) -> int:
-        raise NotImplementedError
+        """The turn budget of a level (each family writes it from its table)."""
+        raise NotImplementedError("a family writes budget_for(); a design subclasses a family")
 
     def __init__(self):
         super().__init__()
@@ -89,10 +90,12 @@ class MicroEnv(gym.Env):
         return obs, 0.0, False, out_of_turns, {}
 
     def _setup(self, rng: random.Random, *params) -> tuple[str, str, list[str]]:
-        raise NotImplementedError
+        """A new episode from the level's TABLE row: (observation, hint, solution)."""
+        raise NotImplementedError("a family writes _setup(); a design subclasses a family")
 
     def _act(self, action: str) -> tuple[str, bool]:
-        raise NotImplementedError
+        """One normalised action: (observation, solved)."""
+        raise NotImplementedError("a family writes _act(); a design subclasses a family")
 
 
 class CorridorEnv(MicroEnv):
