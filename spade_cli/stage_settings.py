@@ -785,6 +785,23 @@ class TrainSettings:
         help="""Agent steps per designer
         step (the regeneration interval) in the balance scale.""",
     )
+    # The designer's own step in a loop (recipe.agent_steps): loop-only, because spade-train
+    # --role both trains both roles in one optimizer with one learning rate.
+    designer_learning_rate: float | None = option(
+        None,
+        cli=False,
+        min=0.0,
+        help="""The learning rate of the
+        designer's step when it trains on its own, at the end of a window of
+        loop.agent_steps > 1 agent steps (default: learning_rate, as published).""",
+    )
+    designer_epochs: int | None = option(
+        None,
+        cli=False,
+        min=1,
+        help="""The designer's step's
+        epochs, as designer_learning_rate (default: epochs).""",
+    )
     tis: bool = option(
         False,
         "--tis/--no-tis",

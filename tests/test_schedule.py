@@ -72,6 +72,26 @@ def test_without_designer_training_the_last_agent_step_is_the_rounds_checkpoint(
     assert str(round_stages(cfg, 2)[-1].output).endswith("round-002/checkpoint.jsonl")
 
 
+def test_the_designer_step_has_its_own_learning_rate_and_epochs_where_set():
+    def flag(stage, name):  # a flag at its default is left off the command line
+        return stage.args[stage.args.index(name) + 1] if name in stage.args else "default"
+
+    train = {"learning_rate": 2e-4, "epochs": 2}
+    shared = {s.name: s for s in round_stages(cfg_of(loop={"agent_steps": 2}, train=train), 2)}
+    assert flag(shared["train"], "--lr") == flag(shared["train-s1"], "--lr") == "0.0002"
+    own = cfg_of(
+        loop={"agent_steps": 2},
+        train={**train, "designer_learning_rate": 5e-5, "designer_epochs": 1},
+    )
+    stages = {s.name: s for s in round_stages(own, 2)}
+    assert (flag(stages["train"], "--lr"), flag(stages["train"], "--epochs")) == ("5e-05", "default")
+    for agent in ("train-s1", "train-s2"):
+        assert (flag(stages[agent], "--lr"), flag(stages[agent], "--epochs")) == ("0.0002", "2")
+    # With one step the roles share an optimizer: a designer-only rate cannot apply.
+    with pytest.raises(UsageError, match="designer_learning_rate"):
+        cfg_of(train={"designer_learning_rate": 5e-5})
+
+
 def test_agent_steps_need_agent_training():
     with pytest.raises(UsageError, match="agent_steps"):
         cfg_of(loop={"agent_steps": 2}, train={"enabled": False})

@@ -177,6 +177,12 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
             f"{source}: 'loop.agent_steps' above 1 needs [train] enabled with role "
             f"agent or both (the steps are agent updates)"
         )
+    own_step = (cfg.train.designer_learning_rate, cfg.train.designer_epochs)
+    if any(v is not None for v in own_step) and cfg.loop.agent_steps == 1:
+        raise UsageError(
+            f"{source}: 'train.designer_learning_rate' and 'train.designer_epochs' need "
+            f"loop.agent_steps above 1 (with one step both roles train in one optimizer)"
+        )
     return cfg
 
 

@@ -390,6 +390,17 @@ def lp_args(cfg: LoopConfig, r: int, write: bool) -> list[str]:
     return out
 
 
+def designer_step(train: TrainSettings) -> TrainSettings:
+    """The settings of the designer's own step: its learning rate and epochs where set."""
+    lr, epochs = train.designer_learning_rate, train.designer_epochs
+    return dataclasses.replace(
+        train,
+        role="designer",
+        learning_rate=train.learning_rate if lr is None else lr,
+        epochs=train.epochs if epochs is None else epochs,
+    )
+
+
 def step_seed(seed: str, s: int) -> str:
     """Agent step s's seed: fresh environment seeds and samples for each re-play."""
     return seed if s == 1 else str(int(seed) + 1_000_000 * (s - 1))
@@ -509,7 +520,7 @@ def agent_steps(
                     step_model,
                     "--output-dir",
                     str(d / "checkpoint"),
-                    *st.to_argv(dataclasses.replace(train, role="designer")),
+                    *st.to_argv(designer_step(train)),
                     "--seed",
                     seed,
                     "--metrics",
