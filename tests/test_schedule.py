@@ -84,7 +84,10 @@ def test_the_designer_step_has_its_own_learning_rate_and_epochs_where_set():
         train={**train, "designer_learning_rate": 5e-5, "designer_epochs": 1},
     )
     stages = {s.name: s for s in round_stages(own, 2)}
-    assert (flag(stages["train"], "--lr"), flag(stages["train"], "--epochs")) == ("5e-05", "default")
+    assert (flag(stages["train"], "--lr"), flag(stages["train"], "--epochs")) == (
+        "5e-05",
+        "default",
+    )
     for agent in ("train-s1", "train-s2"):
         assert (flag(stages[agent], "--lr"), flag(stages[agent], "--epochs")) == ("0.0002", "2")
     # With one step the roles share an optimizer: a designer-only rate cannot apply.
