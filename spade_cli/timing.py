@@ -39,6 +39,14 @@ def phase(name: str) -> Iterator[None]:
         _depth -= 1
 
 
+def restart() -> None:
+    """Start the clock again: a stage forked from a warm spade-loop is a new command."""
+    global _START, _depth
+    _START = time.perf_counter()
+    _phases.clear()
+    _depth = 0
+
+
 def timed(obj: Any, name: str, *methods: str) -> Any:
     """Count calls of obj's methods as phase `name`; returns obj."""
     for m in methods:

@@ -210,6 +210,19 @@ def _same_round(run_a: Path, run_b: Path) -> None:
     assert normalise(ckpt_b, str(run_b)) == normalise(ckpt_a, str(run_a))
 
 
+def test_stages_started_fresh_write_what_forked_stages_write(finished_run, config, tmp_path):
+    """`--stage-process exec` (a fresh interpreter per stage) against the default, which
+    forks the stages from the loop on a machine without a GPU: one round, same records."""
+    run_a, proc_a = finished_run
+    runs_b = tmp_path / "runs-exec"
+    r = subprocess.run(
+        [*loop_cmd(config, runs_b), "--stage-process", "exec"], capture_output=True, timeout=1200
+    )
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    _same_round(run_a, runs_b / "t")
+    assert r.stdout.splitlines()[0].startswith(b'{"kind":"round"')
+
+
 def _env() -> dict[str, str]:
     # The console scripts beside this interpreter (the printed commands call spade-*).
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

@@ -16,6 +16,7 @@ from ..loop.layout import round_dir
 from ..loop.recipe import as_script, round_stages
 from ..loop.report import load_metrics, step_line, table
 from ..loop.runner import run_stage
+from ..loop.stage_process import use as use_stage_process
 
 app = make_app(
     "Run rounds of the SPADE pipeline (sample-docs → design → validate → rollout → regret → "
@@ -108,9 +109,18 @@ def loop(
             help="With --stage train on several nodes: the rank-0 node's address.",
         ),
     ] = None,
+    stage_process: Annotated[
+        str,
+        typer.Option(
+            "--stage-process",
+            metavar="auto|fork|exec",
+            help="How each stage starts: fork (a child of the loop, which imports torch, transformers and TRL once), exec (a fresh `python -m spade_cli`, the printed command) or auto (fork unless a GPU is visible: a CUDA driver does not survive fork). The records are the same.",
+        ),
+    ] = "auto",
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
+    use_stage_process(stage_process)
     if show_config:
         for key, default, doc in describe_fields():
             sys.stdout.write(f"{key:32} {default:24} {doc}\n")

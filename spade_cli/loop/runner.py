@@ -1,7 +1,8 @@
 """Run rounds of the stage commands, resumably.
 
 Each stage is the same command a user would type (`python -m spade_cli <stage> ...`), so
-`spade-loop` and the `bin/` pipeline produce the same records. A stage's output is
+`spade-loop` and the `bin/` pipeline produce the same records; it runs in a process of
+its own, forked from the loop or started fresh (stage_process.py). A stage's output is
 written atomically by the stage itself; the round's `manifest.json` records each finished
 stage (written atomically after it). A rerun skips every stage the manifest marks done
 whose outputs exist, so a loop killed at any moment, SIGKILL included, continues from the
@@ -11,14 +12,10 @@ an uninterrupted one.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import fcntl
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,15 +31,7 @@ from .config import LoopConfig, to_dict
 from .layout import Round, Shell, Stage, shell_line
 from .recipe import round_stages
 from .report import round_summary
-
-
-def _die_with_parent() -> None:
-    # A stage must not outlive a killed loop: the kernel sends it SIGKILL when we die.
-    PR_SET_PDEATHSIG = 1
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+from .stage_process import keep_single_threaded, run_command
 
 
 def run_in(rnd: Round, stage: Stage, shard: str | None = None, worker: bool = False) -> float:
@@ -63,18 +52,17 @@ def run_in(rnd: Round, stage: Stage, shard: str | None = None, worker: bool = Fa
             f"does not exist yet ({next(a for a in argv if isinstance(a, Shell))}); "
             f"run the stages before it first"
         )
-    cmd = [sys.executable, "-m", "spade_cli", *argv, *verbosity_args()]
     log.info("round %d: %s", rnd.r, shell_line(argv))
     t = time.perf_counter()
-    proc = subprocess.run(cmd, preexec_fn=_die_with_parent, stdout=subprocess.DEVNULL)
+    returncode = run_command([*argv, *verbosity_args()])
     seconds = time.perf_counter() - t
-    if proc.returncode != 0:
+    if returncode != 0:
         err = SpadeError(
-            f"round {rnd.r}: stage {stage.name} failed (exit {proc.returncode}); "
+            f"round {rnd.r}: stage {stage.name} failed (exit {returncode}); "
             f"its message is above. Rerun to resume from this stage."
         )
         # The loop exits with the stage's own code (3 bad data, 4 missing resource...).
-        err.exit_code = proc.returncode if proc.returncode > 0 else 1
+        err.exit_code = returncode if returncode > 0 else 1
         raise err
     if worker:
         return seconds
@@ -102,12 +90,10 @@ def merge_shards(rnd: Round, stage: Stage, shards: int) -> float:
         str(stage.output),
     ]
     log.info("round %d: %s", rnd.r, shell_line(argv))
-    proc = subprocess.run(
-        [sys.executable, "-m", "spade_cli", *argv, *verbosity_args()], preexec_fn=_die_with_parent
-    )
-    if proc.returncode != 0:
+    returncode = run_command([*argv, *verbosity_args()], quiet_stdout=False)
+    if returncode != 0:
         raise SpadeError(
-            f"round {rnd.r}: merging the {stage.name} shards failed (exit {proc.returncode})"
+            f"round {rnd.r}: merging the {stage.name} shards failed (exit {returncode})"
         )
     seconds = time.perf_counter() - t
     rnd.mark_done(stage, seconds)
@@ -165,6 +151,7 @@ class Loop:
         lock = self._lock()
         try:
             self.check_config()
+            keep_single_threaded()
             summaries = []
             total = sum(len(round_stages(self.cfg, r)) for r in range(1, self.cfg.rounds + 1))
             bar = progress_bar("spade-loop", total=total, unit="stage")

@@ -1,0 +1,83 @@
+"""One loop round with its stages forked from the loop against started fresh, side by side.
+
+    python bench/bench_stage_process.py                      # examples/micro.toml, 1 round
+    python bench/bench_stage_process.py --config examples/demo.toml --repeat 2
+
+Runs `spade-loop --rounds 1` on the config with `--stage-process exec` (a fresh
+`python -m spade_cli` per stage) and `--stage-process fork` (each stage a child of the
+loop, which imported torch, transformers, PEFT and TRL once), alternating, each into a
+fresh directory. Prints every stage's seconds under both, the round's wall time and the
+ratio exec / fork, and checks that both wrote the same records. The micro model is built
+first if it is not cached, outside the timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+MODES = ("exec", "fork")
+
+
+def one_round(config: str, mode: str, runs: Path) -> tuple[float, dict]:
+    t = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", "spade_cli", "loop", config, "--rounds", "1"]
+        + ["--runs-dir", str(runs), "--stage-process", mode, "-q"],
+        stdout=subprocess.PIPE,
+    )
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        sys.exit(f"spade-loop --stage-process {mode} failed (exit {r.returncode})")
+    return wall, orjson.loads(r.stdout.splitlines()[0])
+
+
+def comparable(summary: dict) -> dict:
+    """The round's figures that do not depend on timing or on the run's directory."""
+    keep = ("designs", "valid", "reasons", "regret_mean", "designer_reward_mean", "episodes")
+    return {k: summary.get(k) for k in keep} | {"train_loss_last": summary.get("train_loss_last")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
+    ap.add_argument("--repeat", type=int, default=1, help="Rounds per mode (alternating).")
+    args = ap.parse_args()
+    walls: dict[str, list[float]] = {m: [] for m in MODES}
+    stages: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
+    figures: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        one_round(args.config, "exec", Path(tmp) / "warm-up")  # builds and caches the model
+        for i in range(args.repeat):
+            for mode in MODES:
+                wall, summary = one_round(args.config, mode, Path(tmp) / f"{mode}-{i}")
+                walls[mode].append(wall)
+                for name, s in summary["stage_seconds"].items():
+                    stages[mode].setdefault(name, []).append(s)
+                figures[mode] = comparable(summary)
+    print(f"config: {args.config}, {args.repeat} round(s) per mode, median seconds")
+    print(f"{'stage':16} {'exec':>8} {'fork':>8} {'ratio':>7}")
+    for name in stages["exec"]:
+        e, f = (statistics.median(stages[m].get(name, [0.0])) for m in MODES)
+        print(f"{name:16} {e:8.2f} {f:8.2f} {e / f if f else float('nan'):7.2f}")
+    e, f = (statistics.median(walls[m]) for m in MODES)
+    print(f"{'round (wall)':16} {e:8.2f} {f:8.2f} {e / f:7.2f}")
+    same = figures["exec"] == figures["fork"]
+    print(f"same round figures under both: {'yes' if same else 'NO'}")
+    if not same:
+        print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""How the loop starts a stage: forked from the loop or fresh, with the same exit codes,
+messages and stdout; a forked stage never returns into the loop's code."""
+
+from __future__ import annotations
+
+import pytest
+
+from spade_cli.loop import stage_process
+
+
+@pytest.fixture
+def mode():
+    yield stage_process.use
+    stage_process.use("auto")
+
+
+@pytest.mark.parametrize("how", ["fork", "exec"])
+def test_a_failing_stage_gives_its_exit_code_and_message(how, mode, tmp_path, capfd):
+    mode(how)
+    missing = tmp_path / "missing.jsonl"
+    assert stage_process.run_command(["cat", str(missing)]) == 3  # bad data (errors.py)
+    err = capfd.readouterr().err
+    assert err.startswith("spade-cat: error: ") and str(missing) in err
+
+
+@pytest.mark.parametrize("how", ["fork", "exec"])
+def test_stdout_is_quiet_unless_asked_for(how, mode, tmp_path, capfd):
+    mode(how)
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"kind": "doc", "id": "d1", "text": "x"}\n')
+    assert stage_process.run_command(["cat", str(src)]) == 0
+    assert capfd.readouterr().out == ""
+    assert stage_process.run_command(["cat", str(src)], quiet_stdout=False) == 0
+    assert '"d1"' in capfd.readouterr().out
+
+
+def test_a_forked_stage_that_crashes_exits_with_1_in_the_child(mode, monkeypatch, tmp_path):
+    from spade_cli import __main__ as spade_main
+
+    def crash():
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(spade_main, "main", crash)
+    mode("fork")
+    marker = tmp_path / "after"
+    assert stage_process.run_command(["cat", "-"]) == 1
+    # Had the child returned into this test, it would write the marker too.
+    with open(marker, "a") as fh:
+        fh.write("x")
+    assert marker.read_text() == "x"
+
+
+def test_auto_forks_only_where_no_gpu_is_visible(mode, monkeypatch, tmp_path):
+    mode("auto")
+    monkeypatch.setattr(stage_process, "_GPU_DEVICES", (str(tmp_path / "nvidia[0-9]*"),))
+    assert stage_process.forks()
+    (tmp_path / "nvidia0").touch()
+    assert not stage_process.forks()
+    mode("fork")
+    assert stage_process.forks()
+    mode("exec")
+    assert not stage_process.forks()
+
+
+def test_an_unknown_mode_is_a_usage_error(mode):
+    from spade_cli.errors import UsageError
+
+    with pytest.raises(UsageError, match="auto, fork, exec"):
+        mode("thread")
