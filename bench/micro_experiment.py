@@ -258,6 +258,11 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
     cfg = write_config(base, arm, seed, args.rounds, out)
     run_dir = out / f"{arm}-s{seed}"
     log = out / f"{arm}-s{seed}.log"
+    heldout = [
+        run_dir / f"round-{r:03d}" / f"heldout{eval_tag(args)}.jsonl.zst"
+        for r in range(1, args.rounds + 1)
+    ]
+    finished_before = all(p.exists() for p in heldout)
     t0 = time.time()
     run([sys.executable, "-m", "spade_cli", "loop", str(cfg), "-q"], log)
     loop_s = time.time() - t0
@@ -268,14 +273,21 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
         m["round"] = r
         m["step_gain"] = step_gain(rdir)
         m["agent_groups"] = agent_groups(rdir)
-        m["heldout"] = evaluate(
-            checkpoint_of(rdir), rdir / f"heldout{eval_tag(args)}.jsonl.zst", args, log
-        )
+        m["heldout"] = evaluate(checkpoint_of(rdir), heldout[r - 1], args, log)
         rounds.append(m)
+    # A run resumed by a later invocation counts the time of every invocation that worked
+    # on it (a killed one's is lost): its figure is the run's, not the last invocation's.
+    spent = out / f"{arm}-s{seed}.seconds.json"
+    total = {"loop": loop_s, "wall": time.time() - t0, "invocations": 1}
+    if spent.exists():
+        before = json.loads(spent.read_text())
+        total = before if finished_before else {k: total[k] + before[k] for k in total}
+    spent.write_text(json.dumps(total) + "\n")
     return {
         "rounds": rounds,
-        "loop_seconds": round(loop_s, 1),
-        "wall_seconds": round(time.time() - t0, 1),
+        "loop_seconds": round(total["loop"], 1),
+        "wall_seconds": round(total["wall"], 1),
+        "invocations": total["invocations"],
     }
 
 
