@@ -41,9 +41,12 @@ def one_round(config: str, mode: str, runs: Path) -> tuple[float, dict]:
 
 
 def comparable(summary: dict) -> dict:
-    """The round's figures that do not depend on timing or on the run's directory."""
+    """The round's figures that do not depend on timing or on the run's directory. The
+    training loss is compared to 5 significant digits: CPU float reductions can differ
+    in the last digits between two processes, forked or not."""
     keep = ("designs", "valid", "reasons", "regret_mean", "designer_reward_mean", "episodes")
-    return {k: summary.get(k) for k in keep} | {"train_loss_last": summary.get("train_loss_last")}
+    loss = summary.get("train_loss_last")
+    return {k: summary.get(k) for k in keep} | {"train_loss_last": loss and float(f"{loss:.5g}")}
 
 
 def main() -> None:
