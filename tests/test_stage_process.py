@@ -9,9 +9,22 @@ from spade_cli.loop import stage_process
 
 
 @pytest.fixture
-def mode():
-    yield stage_process.use
+def mode(monkeypatch):
+    """Sets the mode; "fork" must really fork, though earlier tests in this process may
+    have left threads running (which would make run_command start the stage fresh)."""
+
+    def use(how):
+        stage_process.use(how)
+        if how == "fork":
+            monkeypatch.setattr(stage_process.threading, "active_count", lambda: 1)
+            monkeypatch.setattr(stage_process.subprocess, "run", _no_fresh_interpreter)
+
+    yield use
     stage_process.use("auto")
+
+
+def _no_fresh_interpreter(*args, **kwargs):
+    raise AssertionError("mode fork started the stage as a fresh interpreter")
 
 
 @pytest.mark.parametrize("how", ["fork", "exec"])
@@ -67,3 +80,16 @@ def test_an_unknown_mode_is_a_usage_error(mode):
 
     with pytest.raises(UsageError, match="auto, fork, exec"):
         mode("thread")
+
+
+def test_a_process_running_other_threads_starts_the_stage_fresh(monkeypatch, tmp_path):
+    # A fork copies only the calling thread: with another one running, fork mode execs.
+    stage_process.use("fork")
+    monkeypatch.setattr(stage_process.threading, "active_count", lambda: 2)
+    monkeypatch.setattr(stage_process, "_fork", lambda *a: pytest.fail("forked"))
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"kind": "doc", "id": "d1", "text": "x"}\n')
+    try:
+        assert stage_process.run_command(["cat", str(src)]) == 0
+    finally:
+        stage_process.use("auto")
