@@ -699,6 +699,15 @@ class TrainSettings:
         help="""bfloat16 training (default: on a
         GPU that supports it, off on CPU).""",
     )
+    optimizer_state: str = option(
+        "fresh",
+        "--optimizer-state",
+        choices=("fresh", "carry"),
+        help="""fresh: a new
+        AdamW each run; carry: resume AdamW's moments from --model's optimizer.pt when it has
+        one, and save them beside the new checkpoint, as one long-lived trainer would (full
+        fine-tuning, one process or DDP).""",
+    )
     lora_r: int = option(0, "--lora-r", min=0, help="LoRA rank (0 = full fine-tuning).")
     lora_alpha: int = option(16, "--lora-alpha", min=1, help="LoRA alpha.")
     lora_dropout: float = option(0.0, "--lora-dropout", min=0.0, max=1.0, help="LoRA dropout.")

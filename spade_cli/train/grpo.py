@@ -19,6 +19,7 @@ from typing import Any
 from .. import timing
 from ..errors import DataError, ResourceError, UsageError
 from ..logs import log
+from . import optimizer_state
 from .config import LOSS_TYPES, TrainJob
 from .feeder import StoredRollouts, quiet_padding_warning, stored_reward
 from .samples import BuildStats, Sample, mix_groups, read_groups
@@ -96,6 +97,14 @@ def check_config(cfg: TrainJob) -> None:
             f"{cfg.output_dir}: exists and is not empty (use --overwrite to replace it)"
         )
     model_kind(cfg.model)
+    if cfg.optimizer_state not in optimizer_state.MODES:
+        raise UsageError("--optimizer-state must be fresh or carry")
+    if cfg.optimizer_state == "carry" and (cfg.lora_r > 0 or model_kind(cfg.model) == "adapter"):
+        raise UsageError("--optimizer-state carry needs full fine-tuning (--lora-r 0)")
+    if cfg.optimizer_state == "carry" and cfg.accelerate_config:
+        raise UsageError(
+            "--optimizer-state carry keeps one process's AdamW state: not with DeepSpeed or FSDP"
+        )
     if cfg.ref_model:
         if cfg.lora_r > 0 or model_kind(cfg.model) == "adapter":
             raise UsageError(
@@ -288,6 +297,8 @@ def build_trainer(
     trainer._spade_rollouts = rollouts
     trainer._spade_checked, trainer._spade_logp_warn = False, cfg.logprob_warn
     trainer._spade_tis_cap = cfg.tis_cap if cfg.tis else None
+    if cfg.optimizer_state == "carry":
+        trainer._spade_optimizer_from = optimizer_state.saved_in(cfg.model)
     # TRL's printer dumps every log dict to stdout; MetricsFile logs one compact line instead.
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
@@ -330,6 +341,8 @@ def run(cfg: TrainJob) -> dict[str, Any] | None:
     else:
         trainer.save_model(str(work))
         fmt = "full"
+    if cfg.optimizer_state == "carry" and state.is_main_process:
+        optimizer_state.save(trainer.optimizer, work)
     state.wait_for_everyone()
     if not state.is_main_process:
         return None

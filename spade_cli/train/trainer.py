@@ -15,6 +15,8 @@ Overridden hooks (each calls TRL's own first or last):
     `sampling_per_token_logps` (when the samples carry logprobs) and `tool_mask` (when
     an environment mask is given);
   - `log(logs, start_time=None)`: Trainer's public hook with GRPOTrainer's signature;
+  - `create_optimizer()`: Trainer's public hook, returning the optimizer it sets; with
+    `_spade_optimizer_from` set (--optimizer-state carry) its state is resumed from there;
   - `_compute_loss(model, inputs)`: multiplies the per-token loss by
     `inputs["importance_sampling_ratio"]` only when `use_vllm` and
     `vllm_importance_sampling_correction` are both set (and the loss is not vespo), and
@@ -47,6 +49,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from ..logs import log
+from . import optimizer_state
 
 _RENAME = {
     "loss": "losses/loss",
@@ -87,6 +90,14 @@ class SpadeGRPOTrainer(GRPOTrainer):
     _spade_tokens, _spade_total, _spade_t0 = 0, 0.0, 0.0
     _spade_checked, _spade_logp_warn = False, 0.5
     _spade_tis_cap: float | None = None
+
+    _spade_optimizer_from = None  # optimizer.pt to resume AdamW from (optimizer_state.py)
+
+    def create_optimizer(self, *args, **kwargs):
+        optimizer = super().create_optimizer(*args, **kwargs)
+        if self._spade_optimizer_from is not None:
+            optimizer_state.load(optimizer, self._spade_optimizer_from)
+        return optimizer
 
     def _prepare_inputs(self, generation_batch):
         inputs = super()._prepare_inputs(generation_batch)

@@ -1,0 +1,82 @@
+"""--optimizer-state carry: AdamW's moments go from one spade-train run to the next, with
+each run's own learning rate; a state for other parameters is refused by name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spade_cli.errors import DataError, UsageError
+from spade_cli.train import optimizer_state
+from spade_cli.train.config import TrainJob
+from spade_cli.train.grpo import run
+
+from .test_train import round_records, write
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model)
+
+
+def job(model, out, data, **kw) -> TrainJob:
+    settings = dict(role="both", learning_rate=1e-2, per_device_batch_size=8, seed=1)
+    return TrainJob(model=str(model), output_dir=str(out), inputs=[str(data)], **settings | kw)
+
+
+def steps_taken(state: dict) -> int:
+    return int(next(iter(state["state"].values()))["step"])
+
+
+@pytest.mark.slow  # three real training runs on the tiny model
+def test_carried_moments_resume_with_the_runs_own_learning_rate(tiny_model, tok, tmp_path):
+    from safetensors.torch import load_file
+
+    data = write(tmp_path / "round.jsonl", round_records(tok))
+    first = run(job(tiny_model, tmp_path / "r1", data, optimizer_state="carry"))
+    saved = torch.load(tmp_path / "r1" / optimizer_state.FILE, weights_only=True)
+    assert steps_taken(saved) == first["steps"] > 0
+
+    carried = run(
+        job(tmp_path / "r1", tmp_path / "r2", data, optimizer_state="carry", learning_rate=1e-3)
+    )
+    resumed = torch.load(tmp_path / "r2" / optimizer_state.FILE, weights_only=True)
+    assert steps_taken(resumed) == first["steps"] + carried["steps"]
+    assert {g["lr"] for g in resumed["param_groups"]} == {1e-3}
+
+    fresh = run(job(tmp_path / "r1", tmp_path / "r2-fresh", data, learning_rate=1e-3))
+    assert fresh["steps"] == carried["steps"]
+    assert not (tmp_path / "r2-fresh" / optimizer_state.FILE).exists()
+    a = load_file(tmp_path / "r2" / "model.safetensors")
+    b = load_file(tmp_path / "r2-fresh" / "model.safetensors")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) > 0  # the moments changed the step
+
+
+def test_a_state_for_other_parameters_is_refused_by_name(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    optimizer_state.save(opt, tmp_path)
+    other = torch.optim.AdamW(torch.nn.Linear(4, 2).parameters())
+    with pytest.raises(DataError, match=r"optimizer\.pt: .*shape \(2, 3\).*\(2, 4\)"):
+        optimizer_state.load(other, tmp_path / optimizer_state.FILE)
+    fewer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2, 3))])
+    with pytest.raises(DataError, match="other parameters"):
+        optimizer_state.load(fewer, tmp_path / optimizer_state.FILE)
+    (tmp_path / "torn.pt").write_bytes(b"PK\x03")
+    with pytest.raises(DataError, match=r"torn\.pt: not an optimizer state"):
+        optimizer_state.load(opt, tmp_path / "torn.pt")
+
+
+def test_carry_needs_full_fine_tuning_in_one_process(tiny_model, tmp_path):
+    from spade_cli.train.grpo import check_config
+
+    base = dict(model=str(tiny_model), output_dir=str(tmp_path / "out"), optimizer_state="carry")
+    check_config(TrainJob(**base))
+    with pytest.raises(UsageError, match="full fine-tuning"):
+        check_config(TrainJob(**base, lora_r=4))
+    with pytest.raises(UsageError, match="DeepSpeed or FSDP"):
+        check_config(TrainJob(**base, accelerate_config="examples/accelerate/fsdp.yaml"))
