@@ -11,7 +11,8 @@ Arms (each `examples/micro.toml` with one change, `--seeds` seeds each):
 and, on request, spade-invalid-penalty (SPADE with regret.invalid = penalty: the designer
 is also trained on its invalid designs, which the published recipe drops).
 
-Per round it records the valid rate, the designer's reward, the levels the designs chose,
+Per round it records the valid rate, the designer's reward (as it trained on it, and as a
+fixed agent, the micro model itself, sees the same designs), the levels the designs chose,
 the no-hint win rate on the round's environments, the share of valid designs whose win
 rate lies in the plateau band [0.4, 0.6], and the held-out solve rate (`spade-eval --suite
 micro` on the round's checkpoint, sampled at the agent's temperature, on seeds no round
@@ -21,7 +22,7 @@ Everything is resumable: each run is a spade-loop run directory (a rerun continu
 and each evaluation is a file written atomically, so an interrupted experiment picks up
 where it stopped. An invocation with other arms or seeds but the same settings (--config,
 --rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file.
-Writes OUT/results.json, OUT/summary.md (the tables) and three PNG plots beside them, and
+Writes OUT/results.json, OUT/summary.md (the tables) and four PNG plots beside them, and
 prints a verdict per run.
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
@@ -64,6 +65,11 @@ DEFAULT_ARMS = ("spade", "fixed-pool", "frozen-designer", "negative-control")
 # What makes two invocations' runs comparable, so that one results file holds both.
 SETTINGS = ("config", "rounds", "eval_items", "eval_seed", "overrides")
 BAND = (0.4, 0.6)
+# The designer's reward as it trained on it, and as a fixed agent (the micro model) sees it.
+REWARDS = (
+    ("designer_reward", "designer reward"),
+    ("designer_reward_fixed_agent", "with a fixed agent"),
+)
 LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
 
 
@@ -215,6 +221,57 @@ def round_metrics(rdir: Path) -> dict:
     }
 
 
+def fixed_agent_reward(rdir: Path, base: dict, log: Path) -> float | None:
+    """The designer's reward with the agent held fixed: the round's designs played by the
+    micro model itself (round 0's agent) on the same seeds every round, and scored as the
+    loop scores them. The reward the designer trains on measures an agent that changes
+    every round, so it drifts even under a frozen designer; this one changes only with
+    the designs."""
+    validated = sorted(rdir.glob("validated*.jsonl.zst"))
+    if not validated:
+        return None
+    plays, scored = rdir / "fixed-agent-rollouts.jsonl.zst", rdir / "fixed-agent-scored.jsonl.zst"
+    ro = base.get("rollout", {})
+    spade = [sys.executable, "-m", "spade_cli"]
+    if not scored.exists():
+        if not plays.exists():
+            run(
+                [
+                    *spade,
+                    "rollout",
+                    *map(str, validated),
+                    "--engine",
+                    "hf",
+                    "--model",
+                    base["model"]["path"],
+                    "--episodes",
+                    str(ro.get("episodes", 8)),
+                    "--hint-source",
+                    str(ro.get("hint_source", "env")),
+                    "--max-tokens",
+                    str(ro.get("max_tokens", 4)),
+                    "--max-turns",
+                    str(ro.get("max_turns", 8)),
+                    "--prompt",
+                    str(ro.get("prompt", "micro")),
+                    "--temperature",
+                    str(ro.get("temperature", 1.0)),
+                    "--seed",
+                    "0",
+                    "-o",
+                    str(plays),
+                ],
+                log,
+            )
+        run([*spade, "regret", str(plays), "--no-dedup", "-o", str(scored)], log)
+    rewards = [
+        c["score"]["reward"]
+        for c in records(scored)
+        if c.get("origin") == "design" and (c.get("score") or {}).get("reward") is not None
+    ]
+    return round(statistics.fmean(rewards), 4) if rewards else None
+
+
 def nohint_return(path: Path) -> dict[str, float]:
     """Each environment's mean no-hint return in one rollouts file."""
     out = {}
@@ -273,6 +330,9 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
         m["round"] = r
         m["step_gain"] = step_gain(rdir)
         m["agent_groups"] = agent_groups(rdir)
+        m["designer_reward_fixed_agent"] = (
+            fixed_agent_reward(rdir, base, log) if m["designs"] else None
+        )
         m["heldout"] = evaluate(checkpoint_of(rdir), heldout[r - 1], args, log)
         rounds.append(m)
     # A run resumed by a later invocation counts the time of every invocation that worked
@@ -285,6 +345,7 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
     spent.write_text(json.dumps(total) + "\n")
     return {
         "rounds": rounds,
+        "finished_before": finished_before,
         "loop_seconds": round(total["loop"], 1),
         "wall_seconds": round(total["wall"], 1),
         "invocations": total["invocations"],
@@ -314,6 +375,14 @@ def merged(results: dict, path: Path) -> dict:
     return results
 
 
+def keep(results: dict, arm: str, seed: int, res: dict) -> None:
+    """Put a run's results in; a run an earlier invocation finished keeps that one's
+    commit, since only its measurements can be new."""
+    earlier = results["runs"].get(arm, {}).get(str(seed), {}).get("commit")
+    ran_at = earlier if res.pop("finished_before") and earlier else results["commit"]
+    results["runs"].setdefault(arm, {})[str(seed)] = {**res, "commit": ran_at}
+
+
 def thirds(xs: list[float]) -> tuple[float, float]:
     k = max(1, len(xs) // 3)
     return statistics.fmean(xs[:k]), statistics.fmean(xs[-k:])
@@ -326,10 +395,11 @@ def verdicts(results: dict) -> list[str]:
             rs = res["rounds"]
             gain = rs[-1]["heldout"]["all"] - rs[0]["heldout"]["all"]
             line = f"{arm:17s} seed {seed}: held-out {rs[0]['heldout']['all']:.3f} -> {rs[-1]['heldout']['all']:.3f} ({gain:+.3f})"
-            rew = [r["designer_reward"] for r in rs[1:] if r.get("designer_reward") is not None]
-            if len(rew) >= 3:
-                a, b = thirds(rew)
-                line += f"; designer reward first third {a:.3f}, last third {b:.3f} ({'up' if b > a else 'not up'})"
+            for key, what in REWARDS:
+                rew = [r[key] for r in rs[1:] if r.get(key) is not None]
+                if len(rew) >= 3:
+                    a, b = thirds(rew)
+                    line += f"; {what} first third {a:.3f}, last third {b:.3f} ({'up' if b > a else 'not up'})"
             share = [r["plateau_share"] for r in rs[1:] if r.get("plateau_share") is not None]
             if len(share) >= 3:
                 a, b = thirds(share)
@@ -369,9 +439,9 @@ def summary(results: dict) -> str:
     solve rate per round and the plateau share per round, each a mean over seeds."""
     rows = [
         "| arm | held-out, round 0 → last, per seed | mean gain | designer reward, first → last "
-        "third, per seed | valid designs | mean level, round 1 → last | agent groups trained / "
-        "flat per round | wall per run |",
-        "|---|---|---|---|---|---|---|---|",
+        "third, per seed | the same with a fixed agent | valid designs | mean level, round 1 → "
+        "last | agent groups trained / flat per round | wall per run |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     per_round, plateau = [], []
     for arm, runs in results["runs"].items():
@@ -380,23 +450,21 @@ def summary(results: dict) -> str:
         gains = [
             r["rounds"][-1]["heldout"]["all"] - r["rounds"][0]["heldout"]["all"] for r in seeds
         ]
-        rewards = []
+        rewards = {key: [] for key, _ in REWARDS}
         for r in seeds:
-            rew = [
-                x["designer_reward"]
-                for x in r["rounds"][1:]
-                if x.get("designer_reward") is not None
-            ]
-            if len(rew) >= 3:
-                a, b = thirds(rew)
-                rewards.append(f"{a:.2f} → {b:.2f}")
+            for key, cells in rewards.items():
+                rew = [x[key] for x in r["rounds"][1:] if x.get(key) is not None]
+                if len(rew) >= 3:
+                    a, b = thirds(rew)
+                    cells.append(f"{a:.2f} → {b:.2f}")
+        reward_cells = " | ".join("; ".join(cells) or "–" for cells in rewards.values())
         later = [x for r in seeds for x in r["rounds"][1:]]
         groups = [x["agent_groups"] for x in later if x.get("agent_groups")]
         first = _mean(r["rounds"][1].get("mean_level") for r in seeds if len(r["rounds"]) > 1)
         last = _mean(r["rounds"][-1].get("mean_level") for r in seeds)
         rows.append(
             f"| {arm} | {seeds[0]['rounds'][0]['heldout']['all']:.3f} → {' / '.join(held)} "
-            f"| {statistics.fmean(gains):+.3f} | {'; '.join(rewards) or '–'} "
+            f"| {statistics.fmean(gains):+.3f} | {reward_cells} "
             f"| {_f(_mean(x.get('valid_rate') for x in later), '.0%')} "
             f"| {_f(first, '.2f')} → {_f(last, '.2f')} "
             f"| {_f(_mean(g['trained'] for g in groups), '.1f')} / "
@@ -438,6 +506,11 @@ def plot(results: dict, out: Path) -> list[Path]:
         ("heldout", "held-out solve rate", lambda r: r["heldout"]["all"]),
         ("level", "mean level chosen by the designer", lambda r: r.get("mean_level")),
         ("designer_reward", "designer reward (blend)", lambda r: r.get("designer_reward")),
+        (
+            "designer_reward_fixed_agent",
+            "designer reward, fixed agent",
+            lambda r: r.get("designer_reward_fixed_agent"),
+        ),
     ]
     paths = []
     for name, title, get in panels:
@@ -601,7 +674,7 @@ def main() -> None:
         done = list(pool.map(lambda p: job(*p), [(a, s) for a in arms for s in seeds]))
     for arm, seed, res in done:
         if res is not None:
-            results["runs"].setdefault(arm, {})[str(seed)] = {**res, "commit": results["commit"]}
+            keep(results, arm, seed, res)
     results["failed"] = [f"{a}-s{s}" for a, s, res in done if res is None]
     results["wall_seconds"] = round(time.time() - t0, 1)
     results["invocations"].append(

@@ -90,6 +90,7 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
                     "round": i,
                     "heldout": {"all": final if i == len(rewards) else 0.25},
                     "designer_reward": rew,
+                    "designer_reward_fixed_agent": rew / 2,
                     "valid_rate": 0.5,
                     "mean_level": 3.0,
                     "plateau_share": 0.25,
@@ -100,12 +101,45 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
 
     results = {"runs": {"spade": {"0": run(0.4, [0.3, 0.4, 0.5]), "1": run(0.3, [0.5, 0.4, 0.3])}}}
     text = bench.summary(results)
-    assert "| spade | 0.200 → 0.400 / 0.300 | +0.150 | 0.30 → 0.50; 0.50 → 0.30 | 50% |" in text
+    assert (
+        "| spade | 0.200 → 0.400 / 0.300 | +0.150 | 0.30 → 0.50; 0.50 → 0.30 "
+        "| 0.15 → 0.25; 0.25 → 0.15 | 50% |"
+    ) in text
     assert "| 10.0 / 6.0 | 5.0 min |" in text
     assert "| spade | 0.200 | 0.250 | 0.250 | 0.350 |" in text  # mean over seeds per round
     bench.report(results, tmp_path)
     assert (tmp_path / "summary.md").read_text() == text
     assert (tmp_path / "micro-heldout.png").stat().st_size > 0
+    assert (tmp_path / "micro-designer_reward_fixed_agent.png").stat().st_size > 0
+    verdict = bench.verdicts(results)[0]
+    assert "designer reward first third 0.300, last third 0.500 (up)" in verdict
+    assert "with a fixed agent first third 0.150, last third 0.250 (up)" in verdict
+
+
+def test_the_fixed_agent_reward_averages_the_designs_it_scored(tmp_path):
+    def scored(cid, origin, reward):
+        return {"kind": "candidate", "id": cid, "origin": origin, "score": {"reward": reward}}
+
+    assert bench.fixed_agent_reward(tmp_path, {}, tmp_path / "log") is None  # nothing designed
+    write_records(str(tmp_path / "validated.jsonl.zst"), [])
+    write_records(
+        str(tmp_path / "fixed-agent-scored.jsonl.zst"),  # already measured: not played again
+        [scored("a", "design", 0.5), scored("b", "design", 0.25), scored("r", "replay", 1.0)]
+        + [scored("x", "design", None)],
+    )
+    assert bench.fixed_agent_reward(tmp_path, {}, tmp_path / "log") == pytest.approx(0.375)
+
+
+def test_a_run_finished_earlier_keeps_the_commit_it_ran_at():
+    results = {"commit": "bbb", "runs": {"spade": {"0": {"commit": "aaa"}}}}
+    bench.keep(results, "spade", 0, {"rounds": [1], "finished_before": True})
+    bench.keep(results, "spade", 1, {"rounds": [2], "finished_before": True})
+    assert results["runs"]["spade"] == {
+        "0": {"rounds": [1], "commit": "aaa"},
+        "1": {"rounds": [2], "commit": "bbb"},
+    }
+    bench.keep(results, "spade", 0, {"rounds": [3], "finished_before": False})
+    assert results["runs"]["spade"]["0"]["commit"] == "bbb"
 
 
 def test_a_later_invocation_with_the_same_settings_adds_its_runs(tmp_path, capsys):
