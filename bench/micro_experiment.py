@@ -501,6 +501,7 @@ def plot(results: dict, out: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     panels = [
         ("heldout", "held-out solve rate", lambda r: r["heldout"]["all"]),
@@ -515,7 +516,7 @@ def plot(results: dict, out: Path) -> list[Path]:
     paths = []
     for name, title, get in panels:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for arm, runs in results["runs"].items():
+        for color, (arm, runs) in enumerate(results["runs"].items()):
             xs, mean, lo, hi = [], [], [], []
             for i, vals in enumerate(by_round(runs, get)):
                 if vals:
@@ -524,9 +525,11 @@ def plot(results: dict, out: Path) -> list[Path]:
                     lo.append(min(vals))
                     hi.append(max(vals))
             if xs:
-                ax.plot(xs, mean, marker="o", label=arm)
-                ax.fill_between(xs, lo, hi, alpha=0.2)
+                # One colour per arm in every plot, whether or not the arm has this figure.
+                ax.plot(xs, mean, marker="o", label=arm, color=f"C{color}")
+                ax.fill_between(xs, lo, hi, alpha=0.2, color=f"C{color}")
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(title)
         ax.set_title(f"{title} (mean, range over seeds)")
         if ax.get_legend_handles_labels()[0]:
