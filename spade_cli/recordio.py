@@ -419,6 +419,27 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _writer_alive(pid: int, partial: str) -> bool:
+    """Whether process `pid` may still be writing `partial`: it runs, and it started
+    before the file was last written (a later process has only been given a dead
+    writer's PID again)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's, and alive
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        with open("/proc/stat") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
+        started = boot + ticks / os.sysconf("SC_CLK_TCK")
+        return started <= os.stat(partial).st_mtime + 1.0  # btime has whole seconds
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True  # no /proc to ask: keep the file
+
+
 def remove_dead_partials(path: str | os.PathLike) -> list[str]:
     """Delete what killed writers of `path` left behind: `.NAME.partial-PID` files of a
     PID no longer running on this machine (a SIGKILL gives a writer no chance to clean
@@ -435,12 +456,7 @@ def remove_dead_partials(path: str | os.PathLike) -> list[str]:
         pid = name[len(prefix) :]
         if not (name.startswith(prefix) and pid.isdigit()):
             continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # alive (or someone else's and alive)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
+        if _writer_alive(int(pid), os.path.join(directory, name)):
             continue
         try:
             os.unlink(os.path.join(directory, name))

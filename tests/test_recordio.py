@@ -211,3 +211,24 @@ def test_remove_dead_partials_keeps_live_writers_files(tmp_path):
     assert remove_dead_partials(out) == [left.name]
     assert not left.exists() and live.exists() and other.exists()
     assert remove_dead_partials(tmp_path / "missing" / "x.jsonl") == []
+
+
+def test_a_partial_older_than_the_process_with_its_pid_is_a_dead_writers(tmp_path):
+    # PIDs are reused: a file last written before its PID's process started is not that
+    # process's, so it goes even though the PID is alive.
+    import time
+
+    from spade_cli.recordio import remove_dead_partials
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        stale = tmp_path / f".rollouts.jsonl.zst.partial-{child.pid}"
+        stale.write_bytes(b"{}\n")
+        an_hour_ago = time.time() - 3600
+        os.utime(stale, (an_hour_ago, an_hour_ago))
+        assert remove_dead_partials(tmp_path / "rollouts.jsonl.zst") == [stale.name]
+        stale.write_bytes(b"{}\n")  # written now: the live process may be writing it
+        assert remove_dead_partials(tmp_path / "rollouts.jsonl.zst") == []
+    finally:
+        child.kill()
+        child.wait()
