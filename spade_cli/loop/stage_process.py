@@ -109,8 +109,12 @@ def run_command(argv: list[str], quiet_stdout: bool = True) -> int:
 def _fork(argv: list[str], quiet_stdout: bool) -> int:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # else the child would write the loop's buffered output again
+    loop = os.getpid()
     pid = os.fork()
     if pid == 0:
+        die_with_parent()
+        if os.getppid() != loop:  # the loop died before the line above: go with it
+            os._exit(137)
         os._exit(_child(argv, quiet_stdout))
     try:
         _, status = os.waitpid(pid, 0)
@@ -124,7 +128,6 @@ def _fork(argv: list[str], quiet_stdout: bool) -> int:
 def _child(argv: list[str], quiet_stdout: bool) -> int:
     code = 1
     try:
-        die_with_parent()
         if quiet_stdout:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
