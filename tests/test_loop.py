@@ -95,9 +95,19 @@ def finished_run(config, tmp_path_factory):
 VOLATILE = re.compile(r"seconds|elapsed|wall|duration|time|tokens_per_second|^path$|^dir$")
 
 
+def _rounded(obj):
+    if isinstance(obj, list):
+        return [_rounded(x) for x in obj]
+    return round(obj, 4) if isinstance(obj, float) else obj
+
+
 def normalise(obj, run_dir: str):
     if isinstance(obj, dict):
-        return {k: normalise(v, run_dir) for k, v in obj.items() if not VOLATILE.search(k)}
+        return {
+            k: _rounded(v) if k == "logprobs" else normalise(v, run_dir)
+            for k, v in obj.items()
+            if not VOLATILE.search(k)
+        }  # logprobs to 4 decimals: CPU kernels may round the last digits differently
     if isinstance(obj, list):
         return [normalise(v, run_dir) for v in obj]
     if isinstance(obj, str):
