@@ -221,6 +221,17 @@ def round_metrics(rdir: Path) -> dict:
     }
 
 
+# The loop's rollout flags the fixed agent plays with: (flag, [rollout] key, default).
+PLAY = (
+    ("--episodes", "episodes", 8),
+    ("--hint-source", "hint_source", "env"),
+    ("--max-tokens", "max_tokens", 4),
+    ("--max-turns", "max_turns", 8),
+    ("--prompt", "prompt", "micro"),
+    ("--temperature", "temperature", 1.0),
+)
+
+
 def fixed_agent_reward(rdir: Path, base: dict, log: Path) -> float | None:
     """The designer's reward with the agent held fixed: the round's designs played by the
     micro model itself (round 0's agent) on the same seeds every round, and scored as the
@@ -244,18 +255,7 @@ def fixed_agent_reward(rdir: Path, base: dict, log: Path) -> float | None:
                     "hf",
                     "--model",
                     base["model"]["path"],
-                    "--episodes",
-                    str(ro.get("episodes", 8)),
-                    "--hint-source",
-                    str(ro.get("hint_source", "env")),
-                    "--max-tokens",
-                    str(ro.get("max_tokens", 4)),
-                    "--max-turns",
-                    str(ro.get("max_turns", 8)),
-                    "--prompt",
-                    str(ro.get("prompt", "micro")),
-                    "--temperature",
-                    str(ro.get("temperature", 1.0)),
+                    *(x for flag, key, default in PLAY for x in (flag, str(ro.get(key, default)))),
                     "--seed",
                     "0",
                     "-o",
