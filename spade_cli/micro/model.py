@@ -31,7 +31,7 @@ DEFAULTS = dict(
     max_position_embeddings=2048,
 )
 # Pretraining: steps of `batch` transcripts; `skill` is the expert's per-action reliability.
-# 1,200 steps (about 5 minutes on 2 idle cores; 600 took 139 s) imitate the expert twice
+# 1,200 steps (294 s on 2 idle cores) imitate the expert twice
 # as well as 600 on the validation split (0.32 against 0.15; docs/evidence.md): at 600 the
 # model had not learnt to copy a symbol from the observation, and no RL step taught it.
 TRAIN = dict(
