@@ -26,10 +26,15 @@ harbor-venv:
 demo-corpus OUT="data/demo-corpus.jsonl.zst":
     mkdir -p "$(dirname {{OUT}})" && python3 -m spade_cli.corpus.demo {{OUT}}
 
-# Pretrain the micro world's model into the cache ($SPADE_CACHE or ~/.cache/spade; a few
-# minutes once, then every run copies it).
+# The micro world's model (the build that ships in spade_cli/micro/weights; a recipe with
+# no shipped build is pretrained once, a few minutes, into $SPADE_CACHE or ~/.cache/spade).
 micro-model OUT="data/micro-model":
     python3 -m spade_cli init-model --kind micro {{OUT}} --force
+
+# Pretrain the micro model from scratch (about 5 minutes on 2 cores) and ship that build:
+# after a change to its recipe (spade_cli/micro/model.py), whose test fails until then.
+micro-weights:
+    python3 -m spade_cli init-model --kind micro --rebuild spade_cli/micro/weights --force
 
 # One complete CPU round of the micro world: micro model, demo corpus, designed environments.
 demo:

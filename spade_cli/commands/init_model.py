@@ -17,7 +17,7 @@ app = make_app(
     "with Qwen-style tool calls, and a ~0.4M-parameter Qwen3-architecture model. It loads "
     "with AutoTokenizer/AutoModelForCausalLM and every engine; the CPU demo and the tests "
     "use it. With --kind micro: the micro world's ~1.1M-parameter model, pretrained on CPU on "
-    "synthetic designs and episodes in the real prompts' formats (cached after the first build)."
+    "synthetic designs and episodes in the real prompts' formats (its seed-0 build ships)."
     "\n\nExample: spade-init-model models/tiny && spade-design docs.jsonl --model models/tiny"
 )
 
@@ -32,8 +32,9 @@ def init_model(
         typer.Option(
             "--kind",
             help="tiny: random init in seconds (sizes below); "
-            "micro: the micro world's model, pretrained on its transcripts for a few "
-            "minutes on CPU and cached in $SPADE_CACHE or ~/.cache/spade (spade_cli/micro).",
+            "micro: the micro world's model, pretrained on its transcripts (seed 0: the "
+            "build that ships with spade; other seeds: a few minutes on CPU, then cached in "
+            "$SPADE_CACHE or ~/.cache/spade; spade_cli/micro).",
         ),
     ] = "tiny",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weight initialisation.")] = 0,
@@ -59,6 +60,14 @@ def init_model(
     force: Annotated[
         bool, typer.Option("--force", help="Write into a non-empty directory.")
     ] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild",
+            help="micro: pretrain from scratch (about 5 minutes on 2 cores) instead of "
+            "copying the cached or shipped build of the same recipe; the cache is left alone.",
+        ),
+    ] = False,
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
@@ -66,12 +75,14 @@ def init_model(
 
     if kind not in ("tiny", "micro"):
         raise UsageError(f"--kind must be tiny or micro, got {kind!r}")
+    if rebuild and kind != "micro":
+        raise UsageError("--rebuild is for --kind micro (the tiny model is always built afresh)")
     if out_dir.exists() and any(out_dir.iterdir()) and not force:
         raise UsageError(f"{out_dir}: directory is not empty (use --force to overwrite)")
     if kind == "micro":
         from ..micro.model import build_micro_model
 
-        path = build_micro_model(out_dir, seed=seed, log=log.info)
+        path = build_micro_model(out_dir, seed=seed, use_cache=not rebuild, log=log.info)
         log.info("wrote micro model to %s", path)
         print(path)
         return

@@ -4,8 +4,13 @@
 pipeline every loader reproduces), initialises a Qwen3 model of about 1.5M parameters and
 pretrains it for `steps` AdamW steps on transcripts.py's synthetic designs and episodes,
 with the loss on the assistant turns only. Seeded; the result is cached under
-`cache_dir()` by its recipe (seed, steps, sizes, skill, code version), so the first build
-pays the few minutes of pretraining and every later one copies the cache.
+`cache_dir()` by its recipe (seed, steps, sizes, skill, code version).
+
+The default recipe's build also ships in `weights/` (`just micro-weights` rewrites it):
+a fresh machine copies it instead of pretraining for five minutes, and every machine runs
+the model the evidence was measured with. Pretraining reads Python's own documentation,
+so another Python version would build another model. `rebuild=True` (spade-init-model
+--rebuild) pretrains from scratch.
 """
 
 from __future__ import annotations
@@ -44,6 +49,10 @@ TRAIN = dict(
     hint_share=0.4,
     doc_tokens=48,
 )
+
+
+# The default recipe's build, as `just micro-weights` wrote it.
+WEIGHTS = Path(__file__).resolve().with_name("weights")
 
 
 def cache_dir() -> Path:
@@ -174,33 +183,41 @@ def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
 def build_micro_model(
     out_dir: str | Path, seed: int = 0, use_cache: bool = True, log=None, **train
 ) -> Path:
-    """Write the micro model to `out_dir` (from the cache when its recipe was built before)."""
+    """Write the micro model to `out_dir`: from the cache when its recipe was built before,
+    else from the shipped build when it is that recipe's, else pretrained (and cached).
+    Without `use_cache` it is pretrained and the cache is left alone."""
     r = recipe(seed, **train)
     cached = cache_dir() / recipe_key(r)
     out = Path(out_dir)
     if use_cache and (cached / "spade_micro_model.json").is_file():
-        if out.exists():
-            shutil.rmtree(out)
-        shutil.copytree(cached, out)
-        return out
-    _remove_dead_partials(cached)
-    tmp = cached.with_name(f".{cached.name}.partial-{os.getpid()}")
-    _build(tmp, r, log)
-    if use_cache:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        if not cached.exists():
-            tmp.rename(cached)
-        else:
-            shutil.rmtree(tmp)
         src = cached
+    elif use_cache and shipped_recipe() == r:
+        if log:
+            log(f"micro model: the shipped build of recipe {recipe_key(r)} ({WEIGHTS})")
+        src = WEIGHTS
     else:
-        src = tmp
+        _remove_dead_partials(cached)
+        src = cached.with_name(f".{cached.name}.partial-{os.getpid()}")
+        _build(src, r, log)
+        if use_cache:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            if not cached.exists():
+                src.rename(cached)
+                src = cached
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(src, out)
-    if src == tmp:
-        shutil.rmtree(tmp)
+    if src.name.startswith("."):  # a build outside the cache
+        shutil.rmtree(src)
     return out
+
+
+def shipped_recipe() -> dict | None:
+    """The recipe the shipped build in `weights/` was pretrained with (None: none ships)."""
+    try:
+        return json.loads((WEIGHTS / "spade_micro_model.json").read_text())["micro"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _remove_dead_partials(cached: Path) -> None:

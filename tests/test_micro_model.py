@@ -1,0 +1,63 @@
+"""The micro model's build: the shipped weights are the default recipe's, a fresh cache
+copies them, and the pretraining behind them still runs (at a few steps) and caches."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spade_cli.micro import model as micro
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPADE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "micro-model"
+
+
+def test_the_shipped_build_is_the_default_recipe():
+    # A change to the recipe (steps, sizes, transcripts' settings, RECIPE_VERSION) must
+    # ship a new build, else a fresh machine would pretrain for minutes.
+    assert micro.shipped_recipe() == micro.recipe(0), (
+        "spade_cli/micro/weights holds another recipe's build: run `just micro-weights`"
+    )
+    meta = json.loads((micro.WEIGHTS / "spade_micro_model.json").read_text())
+    assert meta["micro"]["steps"] == micro.TRAIN["steps"]
+    assert (micro.WEIGHTS / "model.safetensors").stat().st_size > 1_000_000
+
+
+def test_a_fresh_cache_copies_the_shipped_build(tmp_path, empty_cache):
+    out = micro.build_micro_model(tmp_path / "model", log=lambda m: None)
+    for f in micro.WEIGHTS.iterdir():
+        assert (out / f.name).read_bytes() == f.read_bytes(), f.name
+    assert not empty_cache.exists()  # nothing was pretrained
+
+
+def test_another_recipe_is_pretrained_once_and_then_cached(tmp_path, empty_cache):
+    lines = []
+    out = micro.build_micro_model(tmp_path / "a", steps=6, warmup=2, log=lines.append)
+    meta = json.loads((out / "spade_micro_model.json").read_text())
+    assert meta["micro"]["steps"] == 6 and meta["final_loss"] > 0
+    assert any("step 6/6" in line for line in lines)
+    key = micro.recipe_key(micro.recipe(0, steps=6, warmup=2))
+    assert (empty_cache / key / "model.safetensors").is_file()
+    assert not list(empty_cache.glob(".*partial*"))
+
+    lines.clear()
+    again = micro.build_micro_model(tmp_path / "b", steps=6, warmup=2, log=lines.append)
+    assert not lines  # copied from the cache, not pretrained again
+    assert (again / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
+
+
+@pytest.mark.slow
+def test_rebuild_pretrains_and_leaves_the_cache_alone(tmp_path, empty_cache):
+    lines = []
+    micro.build_micro_model(tmp_path / "m", steps=3, warmup=1, use_cache=False, log=lines.append)
+    assert any("step 3/3" in line for line in lines)
+    assert not empty_cache.exists() or not any(empty_cache.iterdir())
+
+
+def test_rebuild_is_for_the_micro_kind(tmp_path, cli):
+    res = cli("init-model", str(tmp_path / "m"), "--rebuild")
+    assert res.returncode == 2 and b"--rebuild is for --kind micro" in res.stderr
