@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -404,8 +405,20 @@ def verdicts(results: dict) -> list[str]:
             if len(share) >= 3:
                 a, b = thirds(share)
                 line += f"; plateau share {a:.2f} -> {b:.2f}"
+            spread = [e for e in map(level_entropy, rs[1:]) if e is not None]
+            if len(spread) >= 3:
+                a, b = thirds(spread)
+                line += f"; level entropy {a:.2f} -> {b:.2f} bits"
             out.append(line)
     return out
+
+
+def level_entropy(rnd: dict) -> float | None:
+    """Entropy in bits of the levels a round's designs chose (log2 6 = 2.58: uniform; 0:
+    one level). A designer that learns narrows its choice; one that drifts need not."""
+    counts = [c for c in (rnd.get("levels") or {}).values() if c]
+    n = sum(counts)
+    return -sum(c / n * math.log2(c / n) for c in counts) if n else None
 
 
 def _mean(xs) -> float | None:
@@ -443,7 +456,7 @@ def summary(results: dict) -> str:
         "last | agent groups trained / flat per round | wall per run |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    per_round, plateau = [], []
+    per_round, plateau, spread = [], [], []
     for arm, runs in results["runs"].items():
         seeds = list(runs.values())
         held = [f"{r['rounds'][-1]['heldout']['all']:.3f}" for r in seeds]
@@ -476,6 +489,9 @@ def summary(results: dict) -> str:
         share = by_round(runs, lambda x: x.get("plateau_share"))[1:]
         if any(share):
             plateau.append(_row([arm, *(_f(_mean(v), ".2f") for v in share)]))
+        entropy = by_round(runs, level_entropy)[1:]
+        if any(entropy):
+            spread.append(_row([arm, *(_f(_mean(v), ".2f") for v in entropy)]))
     n = max(len(r["rounds"]) for runs in results["runs"].values() for r in runs.values())
     out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
@@ -483,6 +499,10 @@ def summary(results: dict) -> str:
         out += ["", "Share of valid designs in the plateau band (mean over seeds):", ""]
         out += [_row(["arm", *(f"round {i}" for i in range(1, n))]), "|---|" + "---|" * (n - 1)]
         out += plateau
+    if spread:
+        out += ["", "Entropy of the chosen levels in bits (uniform: 2.58; mean over seeds):", ""]
+        out += [_row(["arm", *(f"round {i}" for i in range(1, n))]), "|---|" + "---|" * (n - 1)]
+        out += spread
     return "\n".join(out) + "\n"
 
 
@@ -506,6 +526,7 @@ def plot(results: dict, out: Path) -> list[Path]:
     panels = [
         ("heldout", "held-out solve rate", lambda r: r["heldout"]["all"]),
         ("level", "mean level chosen by the designer", lambda r: r.get("mean_level")),
+        ("level_entropy", "entropy of the chosen levels (bits)", level_entropy),
         ("designer_reward", "designer reward (blend)", lambda r: r.get("designer_reward")),
         (
             "designer_reward_fixed_agent",

@@ -116,6 +116,25 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
     assert "with a fixed agent first third 0.150, last third 0.250 (up)" in verdict
 
 
+def test_level_entropy_is_zero_for_one_level_and_log2_6_for_all_six_alike(tmp_path):
+    one = {"levels": {"1": 0, "2": 7, "3": 0, "4": 0, "5": 0, "6": 0}}
+    uniform = {"levels": {str(lv): 2 for lv in range(1, 7)}}
+    half = {"levels": {"1": 3, "2": 3}}
+    assert bench.level_entropy(one) == 0
+    assert abs(bench.level_entropy(uniform) - 2.585) < 1e-3
+    assert bench.level_entropy(half) == 1.0
+    assert bench.level_entropy({"levels": {}}) is None and bench.level_entropy({}) is None
+
+    def run(rounds):
+        return {"rounds": [{"round": 0, "heldout": {"all": 0.2}}, *rounds], "wall_seconds": 1.0}
+
+    r = {"heldout": {"all": 0.3}}
+    results = {"runs": {"spade": {"0": run([{**r, **uniform}, {**r, **half}, {**r, **one}])}}}
+    assert "| spade | 2.58 | 1.00 | 0.00 |" in bench.summary(results)
+    assert "level entropy 2.58 -> 0.00 bits" in bench.verdicts(results)[0]
+    assert "micro-level_entropy.png" in {p.name for p in bench.plot(results, tmp_path)}
+
+
 def test_the_fixed_agent_reward_averages_the_designs_it_scored(tmp_path):
     def scored(cid, origin, reward):
         return {"kind": "candidate", "id": cid, "origin": origin, "score": {"reward": reward}}
