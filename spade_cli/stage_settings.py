@@ -787,12 +787,13 @@ class TrainSettings:
     designer_scale_cap: float = option(
         50.0, "--designer-scale-cap", min=0.0, help="Cap of the balance scale."
     )
-    designer_interval: int = option(
-        1,
+    designer_interval: int | None = option(
+        None,
         "--designer-interval",
         min=1,
         help="""Agent steps per designer
-        step (the regeneration interval) in the balance scale.""",
+        step (the regeneration interval) in the balance scale (default: 1; in a loop,
+        loop.agent_steps).""",
     )
     # The designer's own step in a loop (recipe.agent_steps): loop-only, because spade-train
     # --role both trains both roles in one optimizer with one learning rate.

@@ -95,6 +95,19 @@ def test_the_designer_step_has_its_own_learning_rate_and_epochs_where_set():
         cfg_of(train={"designer_learning_rate": 5e-5})
 
 
+def test_the_balance_scales_interval_follows_the_agent_steps_unless_set():
+    def interval(cfg, name):
+        stage = {s.name: s for s in round_stages(cfg, 2)}[name]
+        return stage.args[stage.args.index("--designer-interval") + 1]
+
+    assert cfg_of().train.designer_interval == 1
+    four = cfg_of(loop={"agent_steps": 4})
+    assert four.train.designer_interval == 4
+    assert interval(four, "train") == interval(four, "train-s1") == "4"
+    own = cfg_of(loop={"agent_steps": 4}, train={"designer_interval": 2})
+    assert interval(own, "train") == "2"
+
+
 def test_agent_steps_need_agent_training():
     with pytest.raises(UsageError, match="agent_steps"):
         cfg_of(loop={"agent_steps": 2}, train={"enabled": False})

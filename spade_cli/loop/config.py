@@ -169,6 +169,11 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
         else:
             raise UsageError(f"{source}: unknown field {key!r}")
     cfg = LoopConfig(**kwargs, extra_args=extra)
+    if cfg.train.designer_interval is None:
+        # The balance scale's regeneration interval is the window the loop runs: the
+        # published min(50, agent / designer samples x interval).
+        train = dataclasses.replace(cfg.train, designer_interval=cfg.loop.agent_steps)
+        cfg = dataclasses.replace(cfg, train=train)
     check_trackers(cfg.loop.report_to)
     if cfg.rounds < 1:
         raise UsageError(f"{source}: 'rounds' must be at least 1, got {cfg.rounds}")

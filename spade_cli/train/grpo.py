@@ -64,7 +64,7 @@ def load_groups(cfg: TrainJob) -> tuple[list[list[Sample]], BuildStats]:
         cfg.designer_baseline,
         cfg.designer_scale,
         cfg.designer_scale_cap,
-        cfg.designer_interval,
+        cfg.designer_interval or 1,
         cfg.group_size,
         cfg.seed if cfg.shuffle_designer_rewards else None,
         compact_filter=cfg.compact_filter,
