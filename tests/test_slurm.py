@@ -131,6 +131,9 @@ def submit(
 
 
 def _untimed(x):
+    """A record as two runs must agree on it: no wall times, and floats to 5 significant
+    digits (a sampling logprob can differ in its last bits between two processes on a
+    CPU, as the kernels torch picks for a batch do; the tokens do not)."""
     if isinstance(x, dict):
         return {
             k: _untimed(v)
@@ -139,14 +142,15 @@ def _untimed(x):
         }
     if isinstance(x, list):
         return [_untimed(v) for v in x]
+    if isinstance(x, float):
+        return float(f"{x:.5g}")
     return x
 
 
 def records(rdir: Path, name: str) -> list[dict]:
     if name == "checkpoint":
-        return [
-            orjson.loads(line) for line in (rdir / "checkpoint.jsonl").read_bytes().splitlines()
-        ]
+        lines = (rdir / "checkpoint.jsonl").read_bytes().splitlines()
+        return [_untimed(orjson.loads(line)) for line in lines]
     return [_untimed(r) for r in read_records([str(rdir / f"{name}.jsonl.zst")])]
 
 
