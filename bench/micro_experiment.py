@@ -486,23 +486,20 @@ def summary(results: dict) -> str:
         )
         curve = by_round(runs, lambda x: x["heldout"]["all"])
         per_round.append(_row([arm, *(_f(_mean(v)) for v in curve)]))
-        share = by_round(runs, lambda x: x.get("plateau_share"))[1:]
-        if any(share):
-            plateau.append(_row([arm, *(_f(_mean(v), ".2f") for v in share)]))
-        entropy = by_round(runs, level_entropy)[1:]
-        if any(entropy):
-            spread.append(_row([arm, *(_f(_mean(v), ".2f") for v in entropy)]))
+        for table, get in ((plateau, lambda x: x.get("plateau_share")), (spread, level_entropy)):
+            values = by_round(runs, get)[1:]
+            if any(values):
+                table.append(_row([arm, *(_f(_mean(v), ".2f") for v in values)]))
     n = max(len(r["rounds"]) for runs in results["runs"].values() for r in runs.values())
     out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
-    if plateau:
-        out += ["", "Share of valid designs in the plateau band (mean over seeds):", ""]
-        out += [_row(["arm", *(f"round {i}" for i in range(1, n))]), "|---|" + "---|" * (n - 1)]
-        out += plateau
-    if spread:
-        out += ["", "Entropy of the chosen levels in bits (uniform: 2.58; mean over seeds):", ""]
-        out += [_row(["arm", *(f"round {i}" for i in range(1, n))]), "|---|" + "---|" * (n - 1)]
-        out += spread
+    for title, table in (
+        ("Share of valid designs in the plateau band (mean over seeds):", plateau),
+        ("Entropy of the chosen levels in bits (uniform: 2.58; mean over seeds):", spread),
+    ):
+        if table:
+            out += ["", title, "", _row(["arm", *(f"round {i}" for i in range(1, n))])]
+            out += ["|---|" + "---|" * (n - 1), *table]
     return "\n".join(out) + "\n"
 
 

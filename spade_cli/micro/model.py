@@ -189,6 +189,7 @@ def build_micro_model(
     r = recipe(seed, **train)
     cached = cache_dir() / recipe_key(r)
     out = Path(out_dir)
+    partial = None  # a build of ours that did not go into the cache
     if use_cache and (cached / "spade_micro_model.json").is_file():
         src = cached
     elif use_cache and shipped_recipe() == r:
@@ -197,18 +198,16 @@ def build_micro_model(
         src = WEIGHTS
     else:
         _remove_dead_partials(cached)
-        src = cached.with_name(f".{cached.name}.partial-{os.getpid()}")
-        _build(src, r, log)
-        if use_cache:
+        src = partial = cached.with_name(f".{cached.name}.partial-{os.getpid()}")
+        _build(partial, r, log)
+        if use_cache and not cached.exists():
             cached.parent.mkdir(parents=True, exist_ok=True)
-            if not cached.exists():
-                src.rename(cached)
-                src = cached
+            src, partial = partial.rename(cached), None
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(src, out)
-    if src.name.startswith("."):  # a build outside the cache
-        shutil.rmtree(src)
+    if partial is not None:
+        shutil.rmtree(partial)
     return out
 
 
