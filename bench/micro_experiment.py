@@ -16,13 +16,15 @@ fixed agent, the micro model itself, sees the same designs), the levels the desi
 the no-hint win rate on the round's environments, the share of valid designs whose win
 rate lies in the plateau band [0.4, 0.6], and the held-out solve rate (`spade-eval --suite
 micro` on the round's checkpoint, sampled at the agent's temperature, on seeds no round
-plays). Round 0 is the micro model itself, once for all arms.
+plays). Round 0 is the micro model itself, once for all arms. The loop runs the held-out
+suite itself (its [eval] table), and the fixed agent plays every round's designs in one
+rollout after the loop: a run starts Python three times, not once per measurement.
 
 Everything is resumable: each run is a spade-loop run directory (a rerun continues it),
 and each evaluation is a file written atomically, so an interrupted experiment picks up
 where it stopped. An invocation with other arms or seeds but the same settings (--config,
 --rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file.
-Writes OUT/results.json, OUT/summary.md (the tables) and four PNG plots beside them, and
+Writes OUT/results.json, OUT/summary.md (the tables) and five PNG plots beside them, and
 prints a verdict per run.
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
@@ -100,11 +102,25 @@ def apply_overrides(cfg: dict, items: list[str]) -> None:
         (cfg.setdefault(table, {}) if dot else cfg)[field] = parsed
 
 
-def write_config(base: dict, arm: str, seed: int, rounds: int, runs_dir: Path) -> Path:
+def heldout_table(args) -> dict:
+    """The loop's [eval] table: the held-out suite on each round's checkpoint, in the loop's
+    warm interpreter, sampled as the agent plays (the suite's seed passed last wins over
+    the loop's own)."""
+    return {
+        "suites": ["micro"],
+        "num_items": args.eval_items,
+        "temperature": 1.0,
+        "max_tokens": 4,
+        "extra_args": ["--seed", str(args.eval_seed)],
+    }
+
+
+def write_config(base: dict, arm: str, seed: int, args, runs_dir: Path) -> Path:
     cfg = json.loads(json.dumps(base))
     for table, values in ARMS[arm].items():
         cfg.setdefault(table, {}).update(values)
-    cfg.update(name=f"{arm}-s{seed}", seed=seed, rounds=rounds, runs_dir=str(runs_dir))
+    cfg["eval"] = heldout_table(args)
+    cfg.update(name=f"{arm}-s{seed}", seed=seed, rounds=args.rounds, runs_dir=str(runs_dir))
     lines = [f"{k} = {toml_value(v)}" for k, v in cfg.items() if not isinstance(v, dict)]
     for table, values in cfg.items():
         if isinstance(values, dict):
@@ -139,8 +155,18 @@ def records(path: Path) -> list[dict]:
     return list(RecordReader([str(path)])) if path.exists() else []
 
 
+def solve_rates(recs: list[dict]) -> dict:
+    """spade-eval's records as solve rates: overall, per level and per family."""
+    by: dict[str, list[float]] = {}
+    for r in recs:
+        ok = r["stats"]["pass@1"]
+        for key in ("all", f"L{r['meta']['level']}", r["meta"]["family"]):
+            by.setdefault(key, []).append(ok)
+    return {k: round(statistics.fmean(v), 4) for k, v in sorted(by.items())}
+
+
 def evaluate(model: str, out: Path, args, log: Path) -> dict:
-    """The held-out solve rate of `model`: overall, per level and per family."""
+    """The held-out solve rate of `model` (round 0's: the rounds' own come from the loop)."""
     if not out.exists():
         run(
             [
@@ -167,13 +193,7 @@ def evaluate(model: str, out: Path, args, log: Path) -> dict:
             ],
             log,
         )
-    recs = records(out)
-    by: dict[str, list[float]] = {}
-    for r in recs:
-        ok = r["stats"]["pass@1"]
-        for key in ("all", f"L{r['meta']['level']}", r["meta"]["family"]):
-            by.setdefault(key, []).append(ok)
-    return {k: round(statistics.fmean(v), 4) for k, v in sorted(by.items())}
+    return solve_rates(records(out))
 
 
 def eval_tag(args) -> str:
@@ -233,19 +253,23 @@ PLAY = (
 )
 
 
-def fixed_agent_reward(rdir: Path, base: dict, log: Path) -> float | None:
-    """The designer's reward with the agent held fixed: the round's designs played by the
-    micro model itself (round 0's agent) on the same seeds every round, and scored as the
-    loop scores them. The reward the designer trains on measures an agent that changes
-    every round, so it drifts even under a frozen designer; this one changes only with
-    the designs."""
-    validated = sorted(rdir.glob("validated*.jsonl.zst"))
-    if not validated:
-        return None
-    plays, scored = rdir / "fixed-agent-rollouts.jsonl.zst", rdir / "fixed-agent-scored.jsonl.zst"
+def fixed_agent_rewards(run_dir: Path, rounds: int, base: dict, log: Path) -> dict[int, float]:
+    """The designer's reward with the agent held fixed, per round: every round's valid
+    designs played by the micro model itself (round 0's agent) on the same seeds, and
+    scored as the loop scores them. The reward the designer trains on measures an agent
+    that changes every round, so it drifts even under a frozen designer; this one changes
+    only with the designs. One rollout and one regret over all the rounds: an episode's
+    seeds depend on its design alone, and a design's reward on its own plays."""
+    validated = [
+        f
+        for r in range(1, rounds + 1)
+        for f in sorted((run_dir / f"round-{r:03d}").glob("validated*.jsonl.zst"))
+    ]
+    plays = run_dir / "fixed-agent-rollouts.jsonl.zst"
+    scored = run_dir / "fixed-agent-scored.jsonl.zst"
     ro = base.get("rollout", {})
     spade = [sys.executable, "-m", "spade_cli"]
-    if not scored.exists():
+    if validated and not scored.exists():
         if not plays.exists():
             run(
                 [
@@ -265,12 +289,11 @@ def fixed_agent_reward(rdir: Path, base: dict, log: Path) -> float | None:
                 log,
             )
         run([*spade, "regret", str(plays), "--no-dedup", "-o", str(scored)], log)
-    rewards = [
-        c["score"]["reward"]
-        for c in records(scored)
-        if c.get("origin") == "design" and (c.get("score") or {}).get("reward") is not None
-    ]
-    return round(statistics.fmean(rewards), 4) if rewards else None
+    by_round: dict[int, list[float]] = {}
+    for c in records(scored):
+        if c.get("origin") == "design" and (c.get("score") or {}).get("reward") is not None:
+            by_round.setdefault(int(c["round"]), []).append(c["score"]["reward"])
+    return {r: round(statistics.fmean(v), 4) for r, v in sorted(by_round.items())}
 
 
 def nohint_return(path: Path) -> dict[str, float]:
@@ -307,23 +330,19 @@ def agent_groups(rdir: Path) -> dict:
     return {"trained": trained, "flat": flat}
 
 
-def checkpoint_of(rdir: Path) -> str:
-    rec = rdir / "checkpoint.jsonl"
-    return json.loads(rec.read_text().splitlines()[0])["path"]
-
-
 def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -> dict:
-    cfg = write_config(base, arm, seed, args.rounds, out)
+    cfg = write_config(base, arm, seed, args, out)
     run_dir = out / f"{arm}-s{seed}"
     log = out / f"{arm}-s{seed}.log"
-    heldout = [
-        run_dir / f"round-{r:03d}" / f"heldout{eval_tag(args)}.jsonl.zst"
-        for r in range(1, args.rounds + 1)
-    ]
-    finished_before = all(p.exists() for p in heldout)
+    heldout = [run_dir / f"round-{r:03d}" / "eval.jsonl.zst" for r in range(1, args.rounds + 1)]
+    designed = "baseline" not in ARMS[arm]
+    finished_before = all(p.exists() for p in heldout) and (
+        not designed or (run_dir / "fixed-agent-scored.jsonl.zst").exists()
+    )
     t0 = time.time()
     run([sys.executable, "-m", "spade_cli", "loop", str(cfg), "-q"], log)
     loop_s = time.time() - t0
+    fixed = fixed_agent_rewards(run_dir, args.rounds, base, log) if designed else {}
     rounds = [{"round": 0, "heldout": base_eval}]
     for r in range(1, args.rounds + 1):
         rdir = run_dir / f"round-{r:03d}"
@@ -331,10 +350,8 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
         m["round"] = r
         m["step_gain"] = step_gain(rdir)
         m["agent_groups"] = agent_groups(rdir)
-        m["designer_reward_fixed_agent"] = (
-            fixed_agent_reward(rdir, base, log) if m["designs"] else None
-        )
-        m["heldout"] = evaluate(checkpoint_of(rdir), heldout[r - 1], args, log)
+        m["designer_reward_fixed_agent"] = fixed.get(r) if m["designs"] else None
+        m["heldout"] = solve_rates(records(heldout[r - 1]))
         rounds.append(m)
     # A run resumed by a later invocation counts the time of every invocation that worked
     # on it (a killed one's is lost): its figure is the run's, not the last invocation's.

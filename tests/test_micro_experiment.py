@@ -4,12 +4,16 @@ it takes most of an hour)."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from spade_cli.loop.config import load_config
+from spade_cli.loop.recipe import round_stages
 from spade_cli.recordio import write_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,18 +139,44 @@ def test_level_entropy_is_zero_for_one_level_and_log2_6_for_all_six_alike(tmp_pa
     assert "micro-level_entropy.png" in {p.name for p in bench.plot(results, tmp_path)}
 
 
-def test_the_fixed_agent_reward_averages_the_designs_it_scored(tmp_path):
-    def scored(cid, origin, reward):
-        return {"kind": "candidate", "id": cid, "origin": origin, "score": {"reward": reward}}
+def test_the_fixed_agent_reward_averages_each_rounds_designs(tmp_path):
+    def scored(cid, rnd, origin, reward):
+        return {
+            "kind": "candidate",
+            "id": cid,
+            "round": rnd,
+            "origin": origin,
+            "score": {"reward": reward},
+        }
 
-    assert bench.fixed_agent_reward(tmp_path, {}, tmp_path / "log") is None  # nothing designed
-    write_records(str(tmp_path / "validated.jsonl.zst"), [])
+    assert bench.fixed_agent_rewards(tmp_path, 2, {}, tmp_path / "log") == {}  # nothing designed
+    for r in (1, 2):
+        (tmp_path / f"round-{r:03d}").mkdir()
+        write_records(str(tmp_path / f"round-{r:03d}" / "validated.jsonl.zst"), [])
     write_records(
         str(tmp_path / "fixed-agent-scored.jsonl.zst"),  # already measured: not played again
-        [scored("a", "design", 0.5), scored("b", "design", 0.25), scored("r", "replay", 1.0)]
-        + [scored("x", "design", None)],
+        [scored("a", 1, "design", 0.5), scored("b", 1, "design", 0.25)]
+        + [scored("r", 1, "replay", 1.0), scored("x", 2, "design", None)]
+        + [scored("c", 2, "design", 0.75)],
     )
-    assert bench.fixed_agent_reward(tmp_path, {}, tmp_path / "log") == pytest.approx(0.375)
+    assert bench.fixed_agent_rewards(tmp_path, 2, {}, tmp_path / "log") == {1: 0.375, 2: 0.75}
+
+
+def test_the_loop_runs_the_held_out_suite_on_the_suites_seed(tmp_path):
+    args = argparse.Namespace(eval_items=24, eval_seed=1, rounds=2)
+    path = bench.write_config({"eval": {"suites": []}}, "frozen-designer", 3, args, tmp_path)
+    cfg = tomllib.loads(path.read_text())
+    assert cfg["seed"] == 3 and cfg["train"]["role"] == "agent"
+    assert cfg["eval"] == {
+        "suites": ["micro"],
+        "num_items": 24,
+        "temperature": 1.0,
+        "max_tokens": 4,
+        "extra_args": ["--seed", "1"],
+    }
+    args = {s.name: s for s in round_stages(load_config(str(path)), 1)}["eval"].args
+    seeds = [args[i + 1] for i, a in enumerate(args) if a == "--seed"]
+    assert seeds == ["3", "1"]  # the loop's, then the suite's, which spade-eval takes
 
 
 def test_a_run_finished_earlier_keeps_the_commit_it_ran_at():
