@@ -74,6 +74,8 @@ REWARDS = (
     ("designer_reward_fixed_agent", "with a fixed agent"),
 )
 LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
+FAMILY = re.compile(r"^\s*class\s+\w+\s*\(\s*(\w+)Env\s*\)", re.MULTILINE)
+FAMILIES = ("corridor", "code", "switch")
 
 
 def toml_value(v) -> str:
@@ -214,13 +216,15 @@ def round_metrics(rdir: Path) -> dict:
     scored = records(rdir / "scored-window.jsonl.zst") or records(rdir / "scored.jsonl.zst")
     designed = [c for c in scored if c.get("origin") == "design"]
     valid = [c for c in scored if (c.get("validation") or {}).get("valid")]
-    levels = []
+    levels, cells = [], []  # cells: (family, level, window win rate or None) per design
     for c in designed:
-        m = LEVEL.search(
-            ((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or ""
-        )
+        code = ((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or ""
+        m, fam = LEVEL.search(code), FAMILY.search(code)
         if m:
             levels.append(int(m[1]))
+            if fam:
+                ok = (c.get("validation") or {}).get("valid")
+                cells.append((fam[1].lower(), int(m[1]), win_rate(c) if ok else None))
     wins = [w for w in map(win_rate, valid) if w is not None]
     rewards = [
         c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
@@ -239,7 +243,24 @@ def round_metrics(rdir: Path) -> dict:
         "plateau_share": round(sum(BAND[0] <= w <= BAND[1] for w in wins) / len(wins), 4)
         if wins
         else None,
+        "families": family_metrics(cells),
     }
+
+
+def family_metrics(cells: list[tuple[str, int, float | None]]) -> dict:
+    """Per family: how many designs named a level, their mean level, and the no-hint win
+    rate on the valid ones. The edge of each family moves at its own pace as the agent
+    learns, and one shared model picks every family's level."""
+    out = {}
+    for fam in sorted({f for f, _, _ in cells}):
+        mine = [(lv, w) for f, lv, w in cells if f == fam]
+        wins = [w for _, w in mine if w is not None]
+        out[fam] = {
+            "designs": len(mine),
+            "mean_level": round(statistics.fmean(lv for lv, _ in mine), 3),
+            "win_rate_nohint": round(statistics.fmean(wins), 4) if wins else None,
+        }
+    return out
 
 
 # The loop's rollout flags the fixed agent plays with: (flag, [rollout] key, default).
@@ -509,6 +530,7 @@ def summary(results: dict) -> str:
                 table.append(_row([arm, *(_f(_mean(v), ".2f") for v in values)]))
     n = max(len(r["rounds"]) for runs in results["runs"].values() for r in runs.values())
     out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
+    fams = family_table(results)
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
     for title, table in (
         ("Share of valid designs in the plateau band (mean over seeds):", plateau),
@@ -517,7 +539,35 @@ def summary(results: dict) -> str:
         if table:
             out += ["", title, "", _row(["arm", *(f"round {i}" for i in range(1, n))])]
             out += ["|---|" + "---|" * (n - 1), *table]
-    return "\n".join(out) + "\n"
+    return "\n".join(out + fams) + "\n"
+
+
+def family_table(results: dict) -> list[str]:
+    """Per arm and family, means over seeds: the held-out solve rate, round 0 → last, and
+    the level the designs chose and its no-hint win rate, first round → last."""
+    head = ["arm", *(f"{f}: held-out / level / win rate" for f in FAMILIES)]
+    rows = []
+    for arm, runs in results["runs"].items():
+        seeds = list(runs.values())
+        cells = []
+        for fam in FAMILIES:
+            held = [_mean(r["rounds"][i]["heldout"].get(fam) for r in seeds) for i in (0, -1)]
+            cell = f"{_f(held[0], '.2f')} → {_f(held[1], '.2f')}"
+            ends = [
+                [(r["rounds"][i].get("families") or {}).get(fam) or {} for r in seeds]
+                for i in (1, -1)
+            ]
+            if any(ends[0] + ends[1]):
+                for key in ("mean_level", "win_rate_nohint"):
+                    a, b = (_mean(x.get(key) for x in end) for end in ends)
+                    cell += f" / {_f(a, '.2f')} → {_f(b, '.2f')}"
+            cells.append(cell)
+        rows.append(_row([arm, *cells]))
+    title = (
+        "Per family, mean over seeds: held-out solve rate (round 0 → last); level chosen and "
+        "no-hint win rate on the valid designs (round 1 → last):"
+    )
+    return ["", title, "", _row(head), "|---|" + "---|" * len(FAMILIES), *rows]
 
 
 def report(results: dict, out: Path) -> None:

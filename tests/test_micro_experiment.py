@@ -205,3 +205,33 @@ def test_a_later_invocation_with_the_same_settings_adds_its_runs(tmp_path, capsy
     fresh = bench.merged({**later, "rounds": 10, "runs": {}}, tmp_path / "results.json")
     assert fresh["runs"] == {} and fresh["invocations"] == []
     assert "other settings" in capsys.readouterr().err
+
+
+def test_round_metrics_split_the_designs_by_family(tmp_path):
+    def design(cid, family, level, valid, wins):
+        return {
+            "kind": "candidate",
+            "id": cid,
+            "origin": "design",
+            "env": {"code": f"class X({family}Env):\n    level = {level}\n"},
+            "validation": {"valid": valid},
+            "score": {"reward": 0.5, "nohint": {"success_rate": wins}},
+        }
+
+    write_records(
+        str(tmp_path / "scored.jsonl.zst"),
+        [
+            design("a", "Corridor", 2, True, 0.75),
+            design("b", "Corridor", 4, True, 0.25),
+            design("c", "Switch", 1, False, None),
+        ],
+    )
+    m = bench.round_metrics(tmp_path)
+    assert m["families"] == {
+        "corridor": {"designs": 2, "mean_level": 3.0, "win_rate_nohint": 0.5},
+        "switch": {"designs": 1, "mean_level": 1.0, "win_rate_nohint": None},
+    }
+    held = {"all": 0.3, "corridor": 0.25, "code": 0.5, "switch": 0.125}
+    run = {"rounds": [{"round": 0, "heldout": held}, {**m, "heldout": held}]}
+    table = bench.family_table({"runs": {"spade": {"0": run}}})
+    assert "| spade | 0.25 → 0.25 / 3.00 → 3.00 / 0.50 → 0.50 | 0.50 → 0.50 |" in "\n".join(table)
