@@ -34,6 +34,7 @@ prints a verdict per run.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -66,7 +67,7 @@ ARMS = {
 }
 DEFAULT_ARMS = ("spade", "fixed-pool", "frozen-designer", "negative-control")
 # What makes two invocations' runs comparable, so that one results file holds both.
-SETTINGS = ("config", "rounds", "eval_items", "eval_seed", "overrides")
+SETTINGS = ("config", "config_sha256", "rounds", "eval_items", "eval_seed", "overrides")
 BAND = (0.4, 0.6)
 # The designer's reward as it trained on it, and as a fixed agent (the micro model) sees it.
 REWARDS = (
@@ -389,6 +390,13 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
         "wall_seconds": round(total["wall"], 1),
         "invocations": total["invocations"],
     }
+
+
+def config_name(path: Path) -> str:
+    """The configuration as the results name it: relative to the checkout when inside one,
+    so that another clone (a worktree) with the same file resumes the same experiment."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def merged(results: dict, path: Path) -> dict:
@@ -733,7 +741,8 @@ def main() -> None:
     results = {
         "commit": commit(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-        "config": args.config,
+        "config": config_name(Path(args.config)),
+        "config_sha256": hashlib.sha256(Path(args.config).read_bytes()).hexdigest()[:16],
         "arms": arms,
         "seeds": seeds,
         "rounds": args.rounds,

@@ -207,6 +207,11 @@ def test_a_later_invocation_with_the_same_settings_adds_its_runs(tmp_path, capsy
     assert "other settings" in capsys.readouterr().err
 
 
+def test_the_configuration_is_named_relative_to_the_checkout(tmp_path):
+    assert bench.config_name(ROOT / "examples" / "micro.toml") == "examples/micro.toml"
+    assert bench.config_name(tmp_path / "mine.toml") == str((tmp_path / "mine.toml").resolve())
+
+
 def test_round_metrics_split_the_designs_by_family(tmp_path):
     def design(cid, family, level, valid, wins):
         return {
