@@ -280,8 +280,9 @@ def fixed_agent_rewards(run_dir: Path, rounds: int, base: dict, log: Path) -> di
     designs played by the micro model itself (round 0's agent) on the same seeds, and
     scored as the loop scores them. The reward the designer trains on measures an agent
     that changes every round, so it drifts even under a frozen designer; this one changes
-    only with the designs. One rollout and one regret over all the rounds: an episode's
-    seeds depend on its design alone, and a design's reward on its own plays."""
+    only with the designs. One rollout and one regret over all the rounds (a design's
+    episode seeds depend on it alone; batched with other rounds' plays, its sampled
+    actions can differ from a rollout of its round alone, within sampling noise)."""
     validated = [
         f
         for r in range(1, rounds + 1)
@@ -494,8 +495,9 @@ def _row(cells) -> str:
 
 
 def summary(results: dict) -> str:
-    """The results as Markdown: one row per arm (seeds side by side), then the held-out
-    solve rate per round and the plateau share per round, each a mean over seeds."""
+    """The results as Markdown: one row per arm (seeds side by side), then per round the
+    held-out solve rate, the plateau share and the level entropy, and per family the
+    held-out solve rate and the levels chosen, each a mean over seeds."""
     rows = [
         "| arm | held-out, round 0 → last, per seed | mean gain | designer reward, first → last "
         "third, per seed | the same with a fixed agent | valid designs | mean level, round 1 → "
@@ -538,7 +540,6 @@ def summary(results: dict) -> str:
                 table.append(_row([arm, *(_f(_mean(v), ".2f") for v in values)]))
     n = max(len(r["rounds"]) for runs in results["runs"].values() for r in runs.values())
     out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
-    fams = family_table(results)
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
     for title, table in (
         ("Share of valid designs in the plateau band (mean over seeds):", plateau),
@@ -547,7 +548,7 @@ def summary(results: dict) -> str:
         if table:
             out += ["", title, "", _row(["arm", *(f"round {i}" for i in range(1, n))])]
             out += ["|---|" + "---|" * (n - 1), *table]
-    return "\n".join(out + fams) + "\n"
+    return "\n".join(out + family_table(results)) + "\n"
 
 
 def family_table(results: dict) -> list[str]:
