@@ -212,11 +212,15 @@ def win_rate(c: dict) -> float | None:
     return window if window is not None else (score.get("nohint") or {}).get("success_rate")
 
 
+def is_valid(c: dict) -> bool:
+    return bool((c.get("validation") or {}).get("valid"))
+
+
 def round_metrics(rdir: Path) -> dict:
     """What one round's designs and plays were (the window's scores when there is one)."""
     scored = records(rdir / "scored-window.jsonl.zst") or records(rdir / "scored.jsonl.zst")
     designed = [c for c in scored if c.get("origin") == "design"]
-    valid = [c for c in scored if (c.get("validation") or {}).get("valid")]
+    valid = [c for c in scored if is_valid(c)]
     levels, cells = [], []  # cells: (family, level, window win rate or None) per design
     for c in designed:
         code = ((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or ""
@@ -224,19 +228,14 @@ def round_metrics(rdir: Path) -> dict:
         if m:
             levels.append(int(m[1]))
             if fam:
-                ok = (c.get("validation") or {}).get("valid")
-                cells.append((fam[1].lower(), int(m[1]), win_rate(c) if ok else None))
+                cells.append((fam[1].lower(), int(m[1]), win_rate(c) if is_valid(c) else None))
     wins = [w for w in map(win_rate, valid) if w is not None]
     rewards = [
         c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
     ]
     return {
         "designs": len(designed),
-        "valid_rate": round(
-            sum(1 for c in designed if (c.get("validation") or {}).get("valid")) / len(designed), 4
-        )
-        if designed
-        else None,
+        "valid_rate": round(sum(map(is_valid, designed)) / len(designed), 4) if designed else None,
         "designer_reward": round(statistics.fmean(rewards), 4) if rewards else None,
         "levels": {str(lv): levels.count(lv) for lv in range(1, 7)},
         "mean_level": round(statistics.fmean(levels), 3) if levels else None,
