@@ -183,3 +183,41 @@ def test_negative_control_permutes_designer_rewards_within_a_skill(tmp_path):
         s.reward
         for s in read_groups([str(path)], role="designer", shuffle_designer_rewards=7)[0][0]
     ] == mixed
+
+
+def test_the_heldout_suite_hides_each_value_of_a_fact_equally_often():
+    """Twelve episodes of a corridor hide six doors on each side, so an agent that always
+    walks one way wins what a guess is worth; every episode is the fact it says it is."""
+    import collections
+
+    from spade_cli.evals import micro
+
+    tasks = micro.tasks(216, 0)
+    facts = collections.defaultdict(collections.Counter)
+    for t in tasks:
+        facts[t.category][t.meta["secret"]] += 1
+        env = tr.env_class(t.meta["family"], t.meta["level"])()
+        _, info = env.reset(seed=t.seed)
+        assert env.secret == t.meta["secret"]
+        if t.meta["family"] == "corridor":
+            assert info["hint"] == f"The door is to your {env.secret}."
+    for level in LEVELS:
+        assert facts[f"corridor/L{level}"] == {"left": 6, "right": 6}
+        assert facts[f"switch/L{level}"] == {"first": 6, "last": 6}
+    assert facts["code/L4"] == {f"rank {k} of 4": 3 for k in range(1, 5)}
+    assert max(facts["code/L5"].values()) - min(facts["code/L5"].values()) == 1
+    # Another suite seed: other episodes, the same balance.
+    other = micro.tasks(216, 1)
+    assert {t.seed for t in other}.isdisjoint(t.seed for t in tasks)
+
+
+def test_the_ceiling_is_what_a_flawless_agent_wins_without_the_hint():
+    from spade_cli.micro.ceiling import ceiling, ceilings
+
+    assert ceiling("corridor", 1, 200) == 1.0  # turns to spare: a wrong side costs nothing
+    assert ceiling("switch", 3, 200) == 1.0  # a spare turn: the first press shows the rule
+    assert abs(ceiling("corridor", 6, 400) - 0.5) < 0.08  # no spare turn: a guess
+    assert abs(ceiling("code", 6, 600) - 1 / 6) < 0.05  # the hidden one of six symbols
+    table = ceilings(episodes=100)
+    assert set(table) == {f"{f}/L{lv}" for f in FAMILIES for lv in LEVELS} | {*FAMILIES, "all"}
+    assert 0.5 < table["all"] < 0.8

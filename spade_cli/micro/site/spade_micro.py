@@ -69,6 +69,9 @@ class MicroEnv(gym.Env):
     def __init__(self):
         super().__init__()
         self._turns, self._budget, self._done = 0, 1, False
+        # The episode's hidden fact, the one the hint states ("left", "first", "rank 2 of
+        # 4"): the held-out suite draws equally many episodes of each (evals/micro.py).
+        self.secret = ""
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -114,7 +117,7 @@ class CorridorEnv(MicroEnv):
         return door + 1 + spare
 
     def _setup(self, rng, door, behind, spare):
-        side = rng.choice(("left", "right"))
+        side = self.secret = rng.choice(("left", "right"))
         # cells 0..n-1; the door `door` cells from the start on `side`
         if side == "right":
             self._pos, self._door, self._n = (
@@ -179,6 +182,8 @@ class CodeEnv(MicroEnv):
             while code[i] == code[i - 1]:
                 code[i] = rng.choice(self._alphabet)
         self._hidden = 0 if hidden else -1  # only the first slot is ever hidden
+        rank = self._alphabet.index(code[0])
+        self.secret = f"rank {rank + 1} of {symbols}" if hidden else "none"
         self._code, self._slot = code, 0
         obs = f"A lock with {slots} slots and symbols {' '.join(self._alphabet)}. {self._show()}"
         hint = f"The hidden slot holds {code[self._hidden]}." if hidden else "No slot is hidden."
@@ -218,7 +223,7 @@ class SwitchEnv(MicroEnv):
         return stages + spare
 
     def _setup(self, rng, switches, stages, spare):
-        self._rule = rng.choice(self.RULES)
+        self._rule = self.secret = rng.choice(self.RULES)
         self._stages = [rng.sample(SYMBOLS, switches) for _ in range(stages)]
         self._stage, self._known = 0, False
         pick = 0 if self._rule == "first" else -1
