@@ -16,7 +16,10 @@ fixed agent, the micro model itself, sees the same designs), the levels the desi
 the no-hint win rate on the round's environments, the share of valid designs whose win
 rate lies in the plateau band [0.4, 0.6], and the held-out solve rate (`spade-eval --suite
 micro` on the round's checkpoint, sampled at the agent's temperature, on seeds no round
-plays). Round 0 is the micro model itself, once for all arms. The loop runs the held-out
+plays). Round 0 is the micro model itself, once for all arms. The summary reads the
+held-out figures against their ceiling (spade_cli/micro/ceiling.py: what a flawless
+agent wins without the hint), and lays out the designer's landscape: per family and
+level, the valid designs' reward, no-hint win rate and regret. The loop runs the held-out
 suite itself (its [eval] table), and the fixed agent plays every round's designs in one
 rollout after the loop: a run starts Python three times, not once per measurement.
 
@@ -50,6 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spade_cli.micro.ceiling import ceilings  # noqa: E402
 from spade_cli.recordio import RecordReader  # noqa: E402
 
 ARMS = {
@@ -222,6 +226,7 @@ def round_metrics(rdir: Path) -> dict:
     designed = [c for c in scored if c.get("origin") == "design"]
     valid = [c for c in scored if is_valid(c)]
     levels, cells = [], []  # cells: (family, level, window win rate or None) per design
+    scores = []  # (family/Ln, score) per valid design with a reward
     for c in designed:
         code = ((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or ""
         m, fam = LEVEL.search(code), FAMILY.search(code)
@@ -229,6 +234,8 @@ def round_metrics(rdir: Path) -> dict:
             levels.append(int(m[1]))
             if fam:
                 cells.append((fam[1].lower(), int(m[1]), win_rate(c) if is_valid(c) else None))
+                if is_valid(c) and (c.get("score") or {}).get("reward") is not None:
+                    scores.append((f"{fam[1].lower()}/L{m[1]}", c["score"]))
     wins = [w for w in map(win_rate, valid) if w is not None]
     rewards = [
         c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
@@ -244,7 +251,24 @@ def round_metrics(rdir: Path) -> dict:
         if wins
         else None,
         "families": family_metrics(cells),
+        "landscape": landscape(scores),
     }
+
+
+def landscape(scores: list[tuple[str, dict]]) -> dict:
+    """Per family and level, the valid designs' count and mean reward, no-hint win rate
+    and regret: where each family's edge lies for this round's agent, and whether its
+    hint pays there."""
+    out = {}
+    for cell in sorted({c for c, _ in scores}):
+        mine = [s for c, s in scores if c == cell]
+        out[cell] = {
+            "designs": len(mine),
+            "reward": round(statistics.fmean(s["reward"] for s in mine), 4),
+            "win_rate": _round(_mean((s.get("components") or {}).get("win_rate") for s in mine)),
+            "regret": _round(_mean(s.get("regret") for s in mine)),
+        }
+    return out
 
 
 def family_metrics(cells: list[tuple[str, int, float | None]]) -> dict:
@@ -472,6 +496,10 @@ def _mean(xs) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
 def _f(x, fmt: str = ".3f") -> str:
     return "–" if x is None else format(x, fmt)
 
@@ -547,13 +575,14 @@ def summary(results: dict) -> str:
         if table:
             out += ["", title, "", _row(["arm", *(f"round {i}" for i in range(1, n))])]
             out += ["|---|" + "---|" * (n - 1), *table]
-    return "\n".join(out + family_table(results)) + "\n"
+    return "\n".join(out + family_table(results) + landscape_table(results)) + "\n"
 
 
 def family_table(results: dict) -> list[str]:
     """Per arm and family, means over seeds: the held-out solve rate, round 0 → last, and
     the level the designs chose and its no-hint win rate, first round → last."""
-    head = ["arm", *(f"{f}: held-out / level / win rate" for f in FAMILIES)]
+    top = ceilings()
+    head = ["arm", *(f"{f} (ceiling {top[f]:.2f}): held-out / level / win rate" for f in FAMILIES)]
     rows = []
     for arm, runs in results["runs"].items():
         seeds = list(runs.values())
@@ -576,6 +605,49 @@ def family_table(results: dict) -> list[str]:
         "no-hint win rate on the valid designs (round 1 → last):"
     )
     return ["", title, "", _row(head), "|---|" + "---|" * len(FAMILIES), *rows]
+
+
+def landscape_table(results: dict) -> list[str]:
+    """Per family and level, pooled over the arms' seeds and the first and the second half
+    of the rounds: designs, mean reward, no-hint win rate and regret. Where the reward
+    peaks is each family's edge; a regret near 0 is a hint the agent cannot use."""
+    rows = []
+    for arm, runs in results["runs"].items():
+        halves: list[dict[str, list]] = [{}, {}]
+        for r in runs.values():
+            later = r["rounds"][1:]
+            for i, rnd in enumerate(later):
+                for cell, x in (rnd.get("landscape") or {}).items():
+                    halves[2 * i >= len(later)].setdefault(cell, []).append(x)
+        if not any(halves):
+            continue
+        for cell in sorted(set(halves[0]) | set(halves[1]), key=lambda c: (c.split("/")[0], c)):
+            cells = [arm, cell]
+            for half in halves:
+                xs = half.get(cell, [])
+                n = sum(x["designs"] for x in xs)
+                cells.append(
+                    "–"
+                    if not n
+                    else f"{n}: {_f(_weighted(xs, 'reward'), '.2f')} / "
+                    f"{_f(_weighted(xs, 'win_rate'), '.2f')} / {_f(_weighted(xs, 'regret'), '+.2f')}"
+                )
+            rows.append(_row(cells))
+    if not rows:
+        return []
+    title = (
+        "The designer's landscape: per arm, family and level, over the seeds, valid designs: "
+        "mean reward / no-hint win rate / regret, first half of the rounds and second half:"
+    )
+    head = _row(["arm", "design", "first half", "second half"])
+    return ["", title, "", head, "|---|---|---|---|", *rows]
+
+
+def _weighted(xs: list[dict], key: str) -> float | None:
+    """The mean of `key` over all the designs behind per-round means `xs`."""
+    pairs = [(x[key], x["designs"]) for x in xs if x.get(key) is not None]
+    n = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / n if n else None
 
 
 def report(results: dict, out: Path) -> None:

@@ -240,3 +240,37 @@ def test_round_metrics_split_the_designs_by_family(tmp_path):
     run = {"rounds": [{"round": 0, "heldout": held}, {**m, "heldout": held}]}
     table = bench.family_table({"runs": {"spade": {"0": run}}})
     assert "| spade | 0.25 → 0.25 / 3.00 → 3.00 / 0.50 → 0.50 | 0.50 → 0.50 |" in "\n".join(table)
+
+
+def test_the_landscape_pools_valid_designs_per_family_and_level_and_half(tmp_path):
+    def design(cid, level, valid, reward, win, regret):
+        return {
+            "kind": "candidate",
+            "id": cid,
+            "origin": "design",
+            "env": {"code": f"class X(CorridorEnv):\n    level = {level}\n"},
+            "validation": {"valid": valid},
+            "score": {"reward": reward, "regret": regret, "components": {"win_rate": win}},
+        }
+
+    write_records(
+        str(tmp_path / "scored.jsonl.zst"),
+        [
+            design("a", 3, True, 0.9, 0.5, 0.25),
+            design("b", 3, True, 0.5, 0.75, 0.0),
+            design("c", 3, False, None, None, None),  # invalid: no cell
+            design("d", 1, True, 0.0, 1.0, -0.125),
+        ],
+    )
+    m = bench.round_metrics(tmp_path)
+    assert m["landscape"] == {
+        "corridor/L1": {"designs": 1, "reward": 0.0, "win_rate": 1.0, "regret": -0.125},
+        "corridor/L3": {"designs": 2, "reward": 0.7, "win_rate": 0.625, "regret": 0.125},
+    }
+    # Round 1 is the first half, round 2 the second; a half's mean weighs each design once.
+    late = {"corridor/L3": {"designs": 1, "reward": 0.1, "win_rate": 0.9, "regret": 0.0}}
+    run = {"rounds": [{"round": 0}, {"landscape": m["landscape"]}, {"landscape": late}]}
+    table = "\n".join(bench.landscape_table({"runs": {"spade": {"0": run}, "fixed-pool": {}}}))
+    assert "| spade | corridor/L1 | 1: 0.00 / 1.00 / -0.12 | – |" in table
+    assert "| spade | corridor/L3 | 2: 0.70 / 0.62 / +0.12 | 1: 0.10 / 0.90 / +0.00 |" in table
+    assert "fixed-pool" not in table
