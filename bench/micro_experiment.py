@@ -111,14 +111,13 @@ def apply_overrides(cfg: dict, items: list[str]) -> None:
 
 def heldout_table(args) -> dict:
     """The loop's [eval] table: the held-out suite on each round's checkpoint, in the loop's
-    warm interpreter, sampled as the agent plays (the suite's seed passed last wins over
-    the loop's own)."""
+    warm interpreter, on the suite's seed, sampled as the agent plays."""
     return {
         "suites": ["micro"],
         "num_items": args.eval_items,
         "temperature": 1.0,
         "max_tokens": 4,
-        "extra_args": ["--seed", str(args.eval_seed)],
+        "seed": args.eval_seed,
     }
 
 

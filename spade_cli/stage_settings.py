@@ -878,3 +878,12 @@ class EvalSettings:
         help="""Episodes in flight together (one batched
         generation per turn).""",
     )
+    # The loop's eval stage runs the suite on the loop's own seed unless told otherwise;
+    # spade-eval itself takes --seed like every command.
+    seed: int | None = option(
+        None,
+        cli=False,
+        help="""The seed of the suite's items and samples
+        on each round's checkpoint (default: the loop's seed). Another seed is another split
+        of a suite that draws its items (micro: a validation split for choosing settings).""",
+    )

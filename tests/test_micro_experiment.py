@@ -172,11 +172,14 @@ def test_the_loop_runs_the_held_out_suite_on_the_suites_seed(tmp_path):
         "num_items": 24,
         "temperature": 1.0,
         "max_tokens": 4,
-        "extra_args": ["--seed", "1"],
+        "seed": 1,
     }
     args = {s.name: s for s in round_stages(load_config(str(path)), 1)}["eval"].args
-    seeds = [args[i + 1] for i, a in enumerate(args) if a == "--seed"]
-    assert seeds == ["3", "1"]  # the loop's, then the suite's, which spade-eval takes
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--seed"] == ["1"]
+    # Without [eval] seed the suite runs on the loop's seed.
+    path.write_text(path.read_text().replace("seed = 1\n", ""))
+    args = {s.name: s for s in round_stages(load_config(str(path)), 1)}["eval"].args
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--seed"] == ["3"]
 
 
 def test_a_run_finished_earlier_keeps_the_commit_it_ran_at():

@@ -346,7 +346,8 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     if cfg.eval.suites:
         evals = d / "eval.jsonl.zst"
         eval_model = model_of(cfg, r + 1) if cfg.train.enabled else model
-        # The same items every round (the master seed), so checkpoints are comparable.
+        # The same items every round (the master seed, or [eval] seed), so checkpoints are
+        # comparable.
         out.append(
             Stage(
                 "eval",
@@ -358,7 +359,7 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                     eval_model,
                     *st.to_argv(cfg.eval),
                     "--seed",
-                    str(cfg.seed),
+                    str(cfg.seed if cfg.eval.seed is None else cfg.eval.seed),
                     *extra("eval", []),
                 ],
                 evals,
