@@ -45,6 +45,11 @@ demo:
 micro-experiment *ARGS:
     python3 bench/micro_experiment.py {{ARGS}}
 
+# The micro model's designer alone on a fixed reward that peaks at another level per
+# family: can one shared model choose a level per family? (bench/designer_bandit.py)
+designer-bandit *ARGS:
+    python3 bench/designer_bandit.py {{ARGS}}
+
 # Run the test suite (GPU tests skip without a GPU).
 test *ARGS:
     python3 -m pytest -q {{ARGS}}

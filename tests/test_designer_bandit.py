@@ -1,0 +1,63 @@
+"""bench/designer_bandit.py's bookkeeping: the reward table, what counts as a design and
+what it is paid (the bandit itself is run by hand: a few minutes of designer steps)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from spade_cli.recordio import RecordReader, write_records
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location(
+    "designer_bandit", ROOT / "bench" / "designer_bandit.py"
+)
+bandit = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bandit)
+
+
+def design(cid: str, skill: str, text: str) -> dict:
+    return {"kind": "candidate", "id": cid, "skill": skill, "design": {"text": text}}
+
+
+def code(family: str, level: int) -> str:
+    return f"A task.\n```python\nfrom spade_micro import {family}Env\n\n\nclass X({family}Env):\n    level = {level}\n```"
+
+
+def test_each_family_is_paid_most_at_its_own_level():
+    for family, best in bandit.TARGETS.items():
+        rewards = {lv: bandit.reward(family, lv) for lv in range(1, 7)}
+        assert max(rewards, key=rewards.get) == best and rewards[best] == 1.0
+        assert all(0.0 <= r <= 1.0 for r in rewards.values())
+    assert len(set(bandit.TARGETS.values())) == len(bandit.TARGETS)  # no two alike
+
+
+def test_designs_are_paid_from_the_table_and_unparsed_ones_dropped(tmp_path):
+    cands, scored = tmp_path / "cands.jsonl.zst", tmp_path / "scored.jsonl.zst"
+    write_records(
+        str(cands),
+        [
+            design("a", "Spatial Reasoning", code("Corridor", 5)),
+            design("b", "Logical Deduction", code("Switch", 4)),
+            design("c", "Pattern Recognition", "no code at all"),
+            design("d", "Pattern Recognition", code("Code", 9)),  # no such level
+        ],
+    )
+    parsed = bandit.score(cands, scored)
+    assert parsed == [("corridor", 5), ("switch", 4), None, None]
+    recs = list(RecordReader([str(scored)]))
+    assert [r["score"]["reward"] for r in recs] == [1.0, 0.0, None, None]
+    assert [r["score"]["sample"] for r in recs] == [True, True, False, False]
+    figures = bandit.step_figures(parsed)
+    assert figures["parsed"] == 2 and figures["reward"] == 0.5
+    assert figures["families"]["switch"] == {"designs": 1, "mean_level": 4.0, "levels": {"4": 1}}
+    assert "code" not in figures["families"]
+
+
+def test_the_verdict_reads_the_first_and_last_third():
+    steps = [
+        {"step": t, "reward": r, "families": {"corridor": {"mean_level": lv}}}
+        for t, (r, lv) in enumerate([(0.2, 2.0), (0.5, 3.0), (0.8, 5.0)], 1)
+    ]
+    line = bandit.verdict("signal", steps)
+    assert "corridor 2.00 -> 5.00 (best 5)" in line and "reward 0.20 -> 0.80" in line
