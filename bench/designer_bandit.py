@@ -10,7 +10,8 @@ set, sampling and the micro library as memory), every design is paid from a fixe
 that peaks at a different level per family, and the designer takes one step on them
 exactly as the loop's designer step does (spade-train --role designer: the skill-mean
 baseline, examples/micro.toml's learning rate, epochs and weight decay). A design that
-names no family and level is dropped, as published.
+names no family and level is dropped, as published; one of another family than its
+skill's is paid 0, so that the only way to the table's top is each family's own level.
 
 Arms: `signal` (the table's rewards) and `shuffled` (the same rewards permuted within each
 skill, spade-train --shuffle-designer-rewards: what the designer does without a signal).
@@ -38,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from spade_cli.loop import stage_process  # noqa: E402
 from spade_cli.micro import LIBRARY  # noqa: E402
 from spade_cli.micro.model import build_micro_model  # noqa: E402
+from spade_cli.micro.site.spade_micro import SKILLS  # noqa: E402
 from spade_cli.recordio import RecordReader, write_records  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -62,28 +64,31 @@ def parse(rec: dict) -> tuple[str, int] | None:
 
 
 def score(candidates: Path, scored: Path) -> list[tuple[str, int] | None]:
-    """Pay each design from the table; one that names no family and level is dropped."""
+    """Pay each design from the table (0 for another family than its skill's); one that
+    names no family and level is dropped."""
     recs, parsed = [], []
     for rec in RecordReader([str(candidates)]):
         p = parse(rec)
         parsed.append(p)
+        own = getattr(SKILLS.get(rec.get("skill") or ""), "family", None)
+        paid = reward(*p) if p and p[0] == own else 0.0
         rec["validation"] = {"valid": p is not None}
         rec["score"] = (
-            {"valid": True, "reason": "ok", "reward": reward(*p), "sample": True}
+            {"valid": True, "reason": "ok", "reward": paid, "sample": True}
             if p
             else {"valid": False, "reason": "unparsed", "reward": None, "sample": False}
         )
         recs.append(rec)
     write_records(str(scored), recs)
-    return parsed
+    return parsed, [r["score"]["reward"] for r in recs if r["score"]["reward"] is not None]
 
 
-def step_figures(parsed: list[tuple[str, int] | None]) -> dict:
+def step_figures(parsed: list[tuple[str, int] | None], paid: list[float]) -> dict:
     found = [p for p in parsed if p]
     out = {
         "designs": len(parsed),
         "parsed": len(found),
-        "reward": round(statistics.fmean(reward(*p) for p in found), 4) if found else None,
+        "reward": round(statistics.fmean(paid), 4) if paid else None,
         "families": {},
     }
     for fam in FAMILIES:
@@ -144,20 +149,22 @@ def run_arm(arm: str, args, out: Path, recipe: dict) -> list[dict]:
                 ],
                 log,
             )  # fmt: skip
-        parsed = score(cands, scored)
-        if not (nxt / "config.json").exists():
+        parsed, paid = score(cands, scored)
+        ckpt = d / f"checkpoint-{t:03d}.jsonl"
+        if not ckpt.exists():
             run(
                 [
                     "train", str(scored), "--model", str(model), "--output-dir", str(nxt),
                     "--role", "designer", "--lr", str(train["learning_rate"]),
                     "--epochs", str(train["epochs"]), "--weight-decay", str(train["weight_decay"]),
-                    "--seed", seed, "-o", str(d / f"checkpoint-{t:03d}.jsonl"),
+                    "--seed", seed, "-o", str(ckpt),
                     *(["--shuffle-designer-rewards"] if arm == "shuffled" else []),
                 ],
                 log,
             )  # fmt: skip
-        steps.append({"step": t, **step_figures(parsed)})
-        model = nxt
+        steps.append({"step": t, **step_figures(parsed, paid)})
+        # A step whose designs all earned the same trains nothing and keeps the model.
+        model = Path(json.loads(ckpt.read_text())["path"])
     return steps
 
 

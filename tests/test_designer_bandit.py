@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from spade_cli.recordio import RecordReader, write_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,19 +40,21 @@ def test_designs_are_paid_from_the_table_and_unparsed_ones_dropped(tmp_path):
         str(cands),
         [
             design("a", "Spatial Reasoning", code("Corridor", 5)),
-            design("b", "Logical Deduction", code("Switch", 4)),
-            design("c", "Pattern Recognition", "no code at all"),
-            design("d", "Pattern Recognition", code("Code", 9)),  # no such level
+            design("b", "Logical Deduction", code("Switch", 2)),
+            design("c", "Pattern Recognition", code("Corridor", 5)),  # not its skill's family
+            design("d", "Pattern Recognition", "no code at all"),
+            design("e", "Pattern Recognition", code("Code", 9)),  # no such level
         ],
     )
-    parsed = bandit.score(cands, scored)
-    assert parsed == [("corridor", 5), ("switch", 4), None, None]
+    parsed, paid = bandit.score(cands, scored)
+    assert parsed == [("corridor", 5), ("switch", 2), ("corridor", 5), None, None]
     recs = list(RecordReader([str(scored)]))
-    assert [r["score"]["reward"] for r in recs] == [1.0, 0.0, None, None]
-    assert [r["score"]["sample"] for r in recs] == [True, True, False, False]
-    figures = bandit.step_figures(parsed)
-    assert figures["parsed"] == 2 and figures["reward"] == 0.5
-    assert figures["families"]["switch"] == {"designs": 1, "mean_level": 4.0, "levels": {"4": 1}}
+    assert [r["score"]["reward"] for r in recs] == [1.0, pytest.approx(2 / 3), 0.0, None, None]
+    assert [r["score"]["sample"] for r in recs] == [True, True, True, False, False]
+    figures = bandit.step_figures(parsed, paid)
+    assert figures["parsed"] == 3 and figures["reward"] == round(5 / 9, 4)
+    assert figures["families"]["switch"] == {"designs": 1, "mean_level": 2.0, "levels": {"2": 1}}
+    assert figures["families"]["corridor"]["designs"] == 2
     assert "code" not in figures["families"]
 
 
