@@ -620,7 +620,7 @@ def landscape_table(results: dict) -> list[str]:
                     halves[2 * i >= len(later)].setdefault(cell, []).append(x)
         if not any(halves):
             continue
-        for cell in sorted(set(halves[0]) | set(halves[1]), key=lambda c: (c.split("/")[0], c)):
+        for cell in sorted(set(halves[0]) | set(halves[1])):
             cells = [arm, cell]
             for half in halves:
                 xs = half.get(cell, [])

@@ -27,7 +27,7 @@ TRIES = 256
 
 
 def entries(subset: list[str] | None = None) -> list[dict]:
-    """One entry per (family, level); `subset` picks families (corridor, code, signal)."""
+    """One entry per (family, level); `subset` picks families (corridor, code, switch)."""
     from ..errors import UsageError
 
     fams = list(FAMILIES)
