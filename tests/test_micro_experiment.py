@@ -215,23 +215,28 @@ def test_the_configuration_is_named_relative_to_the_checkout(tmp_path):
     assert bench.config_name(tmp_path / "mine.toml") == str((tmp_path / "mine.toml").resolve())
 
 
+def design(cid: str, family: str, level: int, valid: bool, score: dict) -> dict:
+    """A scored design record of one family and level, as round_metrics reads it."""
+    return {
+        "kind": "candidate",
+        "id": cid,
+        "origin": "design",
+        "env": {"code": f"class X({family}Env):\n    level = {level}\n"},
+        "validation": {"valid": valid},
+        "score": score,
+    }
+
+
 def test_round_metrics_split_the_designs_by_family(tmp_path):
-    def design(cid, family, level, valid, wins):
-        return {
-            "kind": "candidate",
-            "id": cid,
-            "origin": "design",
-            "env": {"code": f"class X({family}Env):\n    level = {level}\n"},
-            "validation": {"valid": valid},
-            "score": {"reward": 0.5, "nohint": {"success_rate": wins}},
-        }
+    def wins(rate):
+        return {"reward": 0.5, "nohint": {"success_rate": rate}}
 
     write_records(
         str(tmp_path / "scored.jsonl.zst"),
         [
-            design("a", "Corridor", 2, True, 0.75),
-            design("b", "Corridor", 4, True, 0.25),
-            design("c", "Switch", 1, False, None),
+            design("a", "Corridor", 2, True, wins(0.75)),
+            design("b", "Corridor", 4, True, wins(0.25)),
+            design("c", "Switch", 1, False, wins(None)),
         ],
     )
     m = bench.round_metrics(tmp_path)
@@ -246,23 +251,17 @@ def test_round_metrics_split_the_designs_by_family(tmp_path):
 
 
 def test_the_landscape_pools_valid_designs_per_family_and_level_and_half(tmp_path):
-    def design(cid, level, valid, reward, win, regret):
-        return {
-            "kind": "candidate",
-            "id": cid,
-            "origin": "design",
-            "env": {"code": f"class X(CorridorEnv):\n    level = {level}\n"},
-            "validation": {"valid": valid},
-            "score": {"reward": reward, "regret": regret, "components": {"win_rate": win}},
-        }
+    def corridor(cid, level, valid, reward, win, regret):
+        score = {"reward": reward, "regret": regret, "components": {"win_rate": win}}
+        return design(cid, "Corridor", level, valid, score)
 
     write_records(
         str(tmp_path / "scored.jsonl.zst"),
         [
-            design("a", 3, True, 0.9, 0.5, 0.25),
-            design("b", 3, True, 0.5, 0.75, 0.0),
-            design("c", 3, False, None, None, None),  # invalid: no cell
-            design("d", 1, True, 0.0, 1.0, -0.125),
+            corridor("a", 3, True, 0.9, 0.5, 0.25),
+            corridor("b", 3, True, 0.5, 0.75, 0.0),
+            corridor("c", 3, False, None, None, None),  # invalid: no cell
+            corridor("d", 1, True, 0.0, 1.0, -0.125),
         ],
     )
     m = bench.round_metrics(tmp_path)

@@ -50,13 +50,8 @@ def tasks(n: int, seed: int, subset: list[str] | None = None, sandbox=None) -> l
     out = _tasks("micro", entries(subset), n, seed, sandbox_config(sandbox), None, prompt="micro")
     for t in out:
         family, level = t.category.split("/L")
-        t.seed = balanced_seed(family, int(level), t.task_id, seed)
-        t.meta.update(
-            family=family,
-            level=int(level),
-            episode_seed=t.seed,
-            secret=secret_of(family, int(level), t.seed),
-        )
+        t.seed, secret = balanced_seed(family, int(level), t.task_id, seed)
+        t.meta.update(family=family, level=int(level), episode_seed=t.seed, secret=secret)
     return out
 
 
@@ -75,15 +70,15 @@ def secrets(family: str, level: int) -> list[str]:
     return sorted({secret_of(family, level, s) for s in range(TRIES)})
 
 
-def balanced_seed(family: str, level: int, task_id: str, seed: int) -> int:
+def balanced_seed(family: str, level: int, task_id: str, seed: int) -> tuple[int, str]:
     """Episode k of an environment (task id `name/k`) hides the k-th value of its fact,
     in turn: its seed is the first, of those derived from `--seed` and the task id, whose
-    episode hides that value."""
+    episode hides that value. Returns the seed and the value."""
     name, k = task_id.rsplit("/", 1)
     values = secrets(family, level)
     want = values[int(k) % len(values)]
     for i in range(TRIES):
         s = seed_for(seed, "micro", f"{name}/{k}#{i}")
         if secret_of(family, level, s) == want:
-            return s
+            return s, want
     raise AssertionError(f"{task_id}: no seed of {TRIES} hides {want!r}")
