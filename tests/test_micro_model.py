@@ -61,3 +61,28 @@ def test_rebuild_pretrains_and_leaves_the_cache_alone(tmp_path, empty_cache):
 def test_rebuild_is_for_the_micro_kind(tmp_path, cli):
     res = cli("init-model", str(tmp_path / "m"), "--rebuild")
     assert res.returncode == 2 and b"--rebuild is for --kind micro" in res.stderr
+
+
+def test_the_pretraining_loss_is_the_causal_lm_loss_on_the_assistant_tokens():
+    import random
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from spade_cli.micro import transcripts as tr
+
+    tok = AutoTokenizer.from_pretrained(micro.WEIGHTS)
+    model = AutoModelForCausalLM.from_pretrained(micro.WEIGHTS, dtype=torch.float32)
+    rng = random.Random(0)
+    rows = [micro.encode(tok, tr.agent_transcript(rng, 0.7, True).messages) for _ in range(3)]
+    width = max(len(x) for x, _ in rows)
+    ids = torch.full((3, width), tok.pad_token_id)
+    labels = torch.full((3, width), -100)
+    for i, (x, m) in enumerate(rows):
+        ids[i, : len(x)] = torch.tensor(x)
+        labels[i, : len(x)] = torch.tensor([t if k else -100 for t, k in zip(x, m, strict=True)])
+    with torch.no_grad():
+        full = model(input_ids=ids, labels=labels).loss.item()
+        assert micro.assistant_loss(model, ids, labels).item() == pytest.approx(full, abs=1e-5)
+        labels[0, -2] = -100 if labels[0, -2] != -100 else ids[0, -2]  # another token counts
+        assert micro.assistant_loss(model, ids, labels).item() != pytest.approx(full, abs=1e-5)

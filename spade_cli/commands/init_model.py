@@ -64,7 +64,7 @@ def init_model(
         bool,
         typer.Option(
             "--rebuild",
-            help="micro: pretrain from scratch (about 5 minutes on 2 cores) instead of "
+            help="micro: pretrain from scratch (about 3 minutes on 2 cores) instead of "
             "copying the cached or shipped build of the same recipe; the cache is left alone.",
         ),
     ] = False,

@@ -1,16 +1,18 @@
 """The micro model: a small Qwen3-shaped LM pretrained on CPU on micro-world transcripts.
 
 `build_micro_model(out)` trains the tiny model's tokenizer (tinymodel.py: the same BPE
-pipeline every loader reproduces), initialises a Qwen3 model of about 1.5M parameters and
+pipeline every loader reproduces), initialises a Qwen3 model of about 1.1M parameters and
 pretrains it for `steps` AdamW steps on transcripts.py's synthetic designs and episodes,
 with the loss on the assistant turns only. Seeded; the result is cached under
 `cache_dir()` by its recipe (seed, steps, sizes, skill, code version).
 
 The default recipe's build also ships in `weights/` (`just micro-weights` rewrites it):
-a fresh machine copies it instead of pretraining for five minutes, and every machine runs
+a fresh machine copies it instead of pretraining for three minutes, and every machine runs
 the model the evidence was measured with. Pretraining reads Python's own documentation,
-so another Python version would build another model. `rebuild=True` (spade-init-model
---rebuild) pretrains from scratch.
+so another Python version would build another model; a rebuild on this code differs
+from the shipped build in its last bits (that build's loss applied the output head to
+every position) and reads the world as well (bench/micro_reading.py). `rebuild=True`
+(spade-init-model --rebuild) pretrains from scratch.
 """
 
 from __future__ import annotations
@@ -36,8 +38,7 @@ DEFAULTS = dict(
     max_position_embeddings=2048,
 )
 # Pretraining: steps of `batch` transcripts; `skill` is the expert's per-action reliability.
-# 1,200 steps (294 s on 2 idle cores) imitate the expert twice
-# as well as 600 on the validation split (0.32 against 0.15; docs/evidence.md): at 600 the
+# 1,200 steps (162 s on 2 cores) imitate the expert twice as well as 600 on the validation split (0.32 against 0.15; docs/evidence.md): at 600 the
 # model had not learnt to copy a symbol from the observation, and no RL step taught it.
 TRAIN = dict(
     steps=1200,
@@ -162,9 +163,7 @@ def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
             labels[row, : len(x)] = torch.tensor(
                 [t if k else -100 for t, k in zip(x, m, strict=True)]
             )
-        # Right padding under a causal mask never reaches a real token: no attention mask,
-        # which keeps SDPA on its fast causal path.
-        loss = model(input_ids=ids, labels=labels).loss
+        loss = assistant_loss(model, ids, labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -178,6 +177,20 @@ def pretrain(model, data, settings: dict, seed: int, log=None) -> list[float]:
             )
     model.eval()
     return losses
+
+
+def assistant_loss(model, ids, labels):
+    """The causal LM loss on the labelled (assistant) tokens, with the output head applied
+    to those positions only: at this size the head over a 4,096-token vocabulary costs as
+    much as the layers, and most positions are prompt (bench/bench_micro_pretrain.py).
+    Right padding under a causal mask never reaches a real token: no attention mask, which
+    keeps SDPA on its fast causal path."""
+    import torch.nn.functional as F
+
+    hidden = model.model(input_ids=ids).last_hidden_state[:, :-1]
+    target = labels[:, 1:]
+    keep = target != -100
+    return F.cross_entropy(model.lm_head(hidden[keep]), target[keep])
 
 
 def build_micro_model(
