@@ -125,6 +125,7 @@ def write_config(base: dict, arm: str, seed: int, args, runs_dir: Path) -> Path:
     cfg = json.loads(json.dumps(base))
     for table, values in ARMS[arm].items():
         cfg.setdefault(table, {}).update(values)
+    apply_overrides(cfg, args.set)  # what --set names wins over the arm's own settings
     cfg["eval"] = heldout_table(args)
     cfg.update(name=f"{arm}-s{seed}", seed=seed, rounds=args.rounds, runs_dir=str(runs_dir))
     lines = [f"{k} = {toml_value(v)}" for k, v in cfg.items() if not isinstance(v, dict)]
@@ -748,7 +749,8 @@ def main() -> None:
         action="append",
         default=[],
         metavar="TABLE.KEY=VALUE",
-        help="override a field of the configuration (a TOML value), e.g. train.epochs=4",
+        help="override a field of the configuration (a TOML value), e.g. train.epochs=4; it "
+        "wins over the arm's own settings (baseline.pool for the fixed pool)",
     )
     ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "micro-experiment"))

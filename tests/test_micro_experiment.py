@@ -163,7 +163,7 @@ def test_the_fixed_agent_reward_averages_each_rounds_designs(tmp_path):
 
 
 def test_the_loop_runs_the_held_out_suite_on_the_suites_seed(tmp_path):
-    args = argparse.Namespace(eval_items=24, eval_seed=1, rounds=2)
+    args = argparse.Namespace(eval_items=24, eval_seed=1, rounds=2, set=[])
     path = bench.write_config({"eval": {"suites": []}}, "frozen-designer", 3, args, tmp_path)
     cfg = tomllib.loads(path.read_text())
     assert cfg["seed"] == 3 and cfg["train"]["role"] == "agent"
@@ -180,6 +180,15 @@ def test_the_loop_runs_the_held_out_suite_on_the_suites_seed(tmp_path):
     path.write_text(path.read_text().replace("seed = 1\n", ""))
     args = {s.name: s for s in round_stages(load_config(str(path)), 1)}["eval"].args
     assert [args[i + 1] for i, a in enumerate(args) if a == "--seed"] == ["3"]
+
+
+def test_set_wins_over_the_arms_own_settings(tmp_path):
+    pool = 'baseline.pool="/data/switches"'
+    args = argparse.Namespace(eval_items=24, eval_seed=0, rounds=2, set=[pool, "train.epochs=3"])
+    base = {"train": {"epochs": 3}}
+    cfg = tomllib.loads(bench.write_config(base, "fixed-pool", 0, args, tmp_path).read_text())
+    assert cfg["baseline"] == {"mode": "fixed-pool", "pool": "/data/switches", "pool_size": 8}
+    assert cfg["train"] == {"epochs": 3, "role": "agent"}
 
 
 def test_a_run_finished_earlier_keeps_the_commit_it_ran_at():
