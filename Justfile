@@ -50,6 +50,10 @@ micro-experiment *ARGS:
 designer-bandit *ARGS:
     python3 bench/designer_bandit.py {{ARGS}}
 
+# Which facts of the micro world a model acts on (bench/micro_reading.py; --model DIR).
+micro-reading *ARGS:
+    python3 bench/micro_reading.py {{ARGS}}
+
 # Run the test suite (GPU tests skip without a GPU).
 test *ARGS:
     python3 -m pytest -q {{ARGS}}
