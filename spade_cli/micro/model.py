@@ -38,8 +38,9 @@ DEFAULTS = dict(
     max_position_embeddings=2048,
 )
 # Pretraining: steps of `batch` transcripts; `skill` is the expert's per-action reliability.
-# 1,200 steps (162 s on 2 cores) imitate the expert twice as well as 600 on the validation split (0.32 against 0.15; docs/evidence.md): at 600 the
-# model had not learnt to copy a symbol from the observation, and no RL step taught it.
+# 1,200 steps (162 s on 2 cores) imitate the expert twice as well as 600 on the validation
+# split (0.32 against 0.15; docs/evidence.md): at 600 the model had not learnt to copy a
+# symbol from the observation, and no RL step taught it.
 TRAIN = dict(
     steps=1200,
     batch=16,
