@@ -1,11 +1,12 @@
-"""Helpers the tests share: the checkout's root, running a command as a subprocess, and
-the requirements behind the `requires_module` and `requires_bwrap` markers (conftest.py
+"""Helpers the tests share: the checkout's root, running a command as a subprocess,
+comparing two runs' records, and the requirements behind the `requires_module` and `requires_bwrap` markers (conftest.py
 applies the markers; a test that needs a requirement's result imports it from here)."""
 
 from __future__ import annotations
 
 import functools
 import importlib
+import math
 import os
 import subprocess
 import sys
@@ -76,3 +77,30 @@ def require_bwrap() -> None:
     problem = bwrap_problem()
     if problem is not None:
         missing(f"needs the bubblewrap sandbox: {problem}")
+
+
+def mismatch(a, b, where: str = "") -> str | None:
+    """Where two runs' records first differ (`[3].turns[2].logprobs[5]: a != b`), or None.
+    Floats agree to 1e-3: a sampling logprob can differ in its last bits between two
+    processes on a CPU, as the kernels torch picks for a batch do, and no rounding hides
+    a value that straddles a rounding boundary. Tokens and everything else must be equal."""
+    if isinstance(a, float) and isinstance(b, float):
+        return None if math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-3) else f"{where}: {a} != {b}"
+    if type(a) is not type(b):
+        return f"{where}: {a!r} != {b!r}"
+    if isinstance(a, dict):
+        if a.keys() != b.keys():
+            return f"{where}: keys {sorted(a)} != {sorted(b)}"
+        return next((m for k in a if (m := mismatch(a[k], b[k], f"{where}.{k}"))), None)
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items != {len(b)}"
+        pairs = enumerate(zip(a, b, strict=True))
+        return next((m for i, (x, y) in pairs if (m := mismatch(x, y, f"{where}[{i}]"))), None)
+    return None if a == b else f"{where}: {a!r} != {b!r}"
+
+
+def assert_same(a, b, what: str = "") -> None:
+    """Two runs' records agree (see `mismatch`); the error names the first difference."""
+    diff = mismatch(a, b)
+    assert diff is None, f"{what}{diff}"

@@ -16,7 +16,7 @@ import pytest
 
 from spade_cli.recordio import load_all
 
-from .helpers import ROOT, require_module
+from .helpers import ROOT, assert_same, require_module
 
 pytestmark = pytest.mark.slow
 
@@ -95,19 +95,11 @@ def finished_run(config, tmp_path_factory):
 VOLATILE = re.compile(r"seconds|elapsed|wall|duration|time|tokens_per_second|^path$|^dir$")
 
 
-def _rounded(obj):
-    if isinstance(obj, list):
-        return [_rounded(x) for x in obj]
-    return round(obj, 4) if isinstance(obj, float) else obj
-
-
 def normalise(obj, run_dir: str):
     if isinstance(obj, dict):
         return {
-            k: _rounded(v) if k == "logprobs" else normalise(v, run_dir)
-            for k, v in obj.items()
-            if not VOLATILE.search(k)
-        }  # logprobs to 4 decimals: CPU kernels may round the last digits differently
+            k: normalise(v, run_dir) for k, v in obj.items() if not VOLATILE.search(k)
+        }  # floats are compared to 1e-3 (helpers.assert_same)
     if isinstance(obj, list):
         return [normalise(v, run_dir) for v in obj]
     if isinstance(obj, str):
@@ -195,9 +187,11 @@ def test_killed_run_resumes_to_the_same_records(finished_run, config, tmp_path):
     assert b"spade-design" not in r.stderr and b"spade-validate" not in r.stderr
     run_b = runs_b / "t"
     for name in ("scored.jsonl.zst", "memory.jsonl.zst", "rollouts.jsonl.zst"):
-        assert records(run_b / "round-001" / name, run_b) == records(
-            run_a / "round-001" / name, run_a
-        ), name
+        assert_same(
+            records(run_b / "round-001" / name, run_b),
+            records(run_a / "round-001" / name, run_a),
+            name,
+        )
     assert not list(run_b.rglob(".*partial*"))
 
 
@@ -208,16 +202,15 @@ def _same_round(run_a: Path, run_b: Path) -> None:
         return [(c["id"], c["validation"], c.get("score")) for c in records(path, run)]
 
     for name in ("scored.jsonl.zst", "rollouts.jsonl.zst", "validated.jsonl.zst"):
-        assert key(run_b / "round-001" / name, run_b) == key(run_a / "round-001" / name, run_a), (
-            name
+        assert_same(
+            key(run_b / "round-001" / name, run_b), key(run_a / "round-001" / name, run_a), name
         )
-    assert records(run_b / "round-001" / "memory.jsonl.zst", run_b) == records(
-        run_a / "round-001" / "memory.jsonl.zst", run_a
-    )
+    memory = "round-001/memory.jsonl.zst"
+    assert_same(records(run_b / memory, run_b), records(run_a / memory, run_a), "memory")
     ckpt_a, ckpt_b = (
         orjson.loads((r / "round-001" / "checkpoint.jsonl").read_bytes()) for r in (run_a, run_b)
     )
-    assert normalise(ckpt_b, str(run_b)) == normalise(ckpt_a, str(run_a))
+    assert_same(normalise(ckpt_b, str(run_b)), normalise(ckpt_a, str(run_a)), "checkpoint")
 
 
 def test_stages_started_fresh_write_what_forked_stages_write(finished_run, config, tmp_path):
@@ -266,10 +259,9 @@ def test_printed_pipe_matches_the_loop(finished_run, config, tmp_path):
         ]
 
     # The same candidate ids, verdicts and scores, and the same memory.
-    assert key(run_b) == key(run_a)
-    assert records(run_b / "round-001" / "memory.jsonl.zst", run_b) == records(
-        run_a / "round-001" / "memory.jsonl.zst", run_a
-    )
+    assert_same(key(run_b), key(run_a), "scored")
+    memory = "round-001/memory.jsonl.zst"
+    assert_same(records(run_b / memory, run_b), records(run_a / memory, run_a), "memory")
     # Piped stages leave no file behind (design's output went straight to validate).
     assert not (run_b / "round-001" / "candidates.jsonl.zst").exists()
 

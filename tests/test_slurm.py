@@ -5,7 +5,6 @@ that must give the records spade-loop gives."""
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import stat
@@ -19,7 +18,7 @@ import pytest
 
 from spade_cli.recordio import read_records
 
-from .helpers import ROOT, run_cli
+from .helpers import ROOT, assert_same, run_cli
 
 SLURM = ROOT / "examples" / "slurm"
 SUBMIT = SLURM / "submit-round.sh"
@@ -144,33 +143,6 @@ def _untimed(x):
     return x
 
 
-def mismatch(a, b, where: str = "") -> str | None:
-    """Where two records first differ, or None. Floats agree to 1e-3: a sampling logprob
-    can differ in its last bits between two processes on a CPU, as the kernels torch picks
-    for a batch do, and no rounding hides a value that straddles a rounding boundary; the
-    tokens and everything else must be equal."""
-    if isinstance(a, float) and isinstance(b, float):
-        return None if math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-3) else f"{where}: {a} != {b}"
-    if type(a) is not type(b):
-        return f"{where}: {a!r} != {b!r}"
-    if isinstance(a, dict):
-        if a.keys() != b.keys():
-            return f"{where}: keys {sorted(a)} != {sorted(b)}"
-        return next((m for k in a if (m := mismatch(a[k], b[k], f"{where}.{k}"))), None)
-    if isinstance(a, list):
-        if len(a) != len(b):
-            return f"{where}: {len(a)} items != {len(b)}"
-        return next(
-            (
-                m
-                for i, (x, y) in enumerate(zip(a, b, strict=True))
-                if (m := mismatch(x, y, f"{where}[{i}]"))
-            ),
-            None,
-        )
-    return None if a == b else f"{where}: {a!r} != {b!r}"
-
-
 def records(rdir: Path, name: str) -> list[dict]:
     if name == "checkpoint":
         lines = (rdir / "checkpoint.jsonl").read_bytes().splitlines()
@@ -206,8 +178,7 @@ def test_one_shard_gives_the_loops_records(cluster, shared, reference):
     for rnd in (1, 2):
         ours, theirs = round_dir(shared, "slurm1", rnd), round_dir(shared, "loop", rnd)
         for name in [*RECORDS, "checkpoint"]:
-            diff = mismatch(records(ours, name), records(theirs, name))
-            assert diff is None, f"round {rnd} {name}{diff}"
+            assert_same(records(ours, name), records(theirs, name), f"round {rnd} {name}")
         logs = sorted(p.name for p in (ours / "slurm-logs").iterdir())
         assert any(n.startswith(f"spade-r{rnd}-rollout-") for n in logs), logs
     # Round 2 started after round 1's last job, and played round 1's checkpoint.
@@ -307,8 +278,8 @@ def test_cancelled_rollout_resumes_from_rollout(cluster, shared, reference):
     assert r.returncode == 0, r.stderr
     assert list(job_ids(r.stdout)) == ["rollout", "rollout-merge", "regret", "train"]
     scores = [[(x["id"], x["score"]) for x in records(d, "scored")] for d in (rdir, reference)]
-    assert mismatch(*scores) is None, mismatch(*scores)
-    assert mismatch(records(rdir, "memory"), records(reference, "memory")) is None
+    assert_same(*scores, "scores")
+    assert_same(records(rdir, "memory"), records(reference, "memory"), "memory")
 
 
 @pytest.mark.slurm
