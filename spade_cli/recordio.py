@@ -420,9 +420,10 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
 
 
 def _writer_alive(pid: int, partial: str) -> bool:
-    """Whether process `pid` may still be writing `partial`: it runs, and it started
-    before the file was last written (a later process has only been given a dead
-    writer's PID again)."""
+    """Whether process `pid` may still be writing `partial`: it runs (a zombie, killed
+    but not yet reaped, answers signals but writes nothing), and it started before the
+    file was last written (a later process has only been given a dead writer's PID
+    again)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -431,7 +432,10 @@ def _writer_alive(pid: int, partial: str) -> bool:
         return True  # someone else's, and alive
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+            fields = fh.read().rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X"):  # field 3: state
+            return False
+        ticks = int(fields[19])  # field 22: starttime
         with open("/proc/stat") as fh:
             boot = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
         started = boot + ticks / os.sysconf("SC_CLK_TCK")

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -229,6 +230,30 @@ def test_a_partial_older_than_the_process_with_its_pid_is_a_dead_writers(tmp_pat
         assert remove_dead_partials(tmp_path / "rollouts.jsonl.zst") == [stale.name]
         stale.write_bytes(b"{}\n")  # written now: the live process may be writing it
         assert remove_dead_partials(tmp_path / "rollouts.jsonl.zst") == []
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_killed_writer_not_yet_reaped_is_dead(tmp_path):
+    # A stage the kernel killed with its loop stays a zombie until it is reaped, and a
+    # zombie still answers kill(pid, 0): its partial is a dead writer's all the same.
+    import time
+
+    from spade_cli.recordio import remove_dead_partials
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        partial = tmp_path / f".rollouts.jsonl.zst.partial-{child.pid}"
+        partial.write_bytes(b"{}\n")
+        assert remove_dead_partials(tmp_path / "rollouts.jsonl.zst") == []  # alive
+        child.kill()  # not waited for: a zombie
+        deadline = time.time() + 10
+        stat = Path(f"/proc/{child.pid}/stat")
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.time() < deadline
+            time.sleep(0.01)
+        assert remove_dead_partials(tmp_path / "rollouts.jsonl.zst") == [partial.name]
     finally:
         child.kill()
         child.wait()

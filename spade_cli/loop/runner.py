@@ -70,6 +70,10 @@ def run_in(rnd: Round, stage: Stage, shard: str | None = None, worker: bool = Fa
     missing = [str(p) for p in outputs if not p.exists()]
     if missing:
         raise SpadeError(f"round {rnd.r}: stage {stage.name} wrote no {', '.join(missing)}")
+    for path in outputs:
+        # Again: a killed earlier try's stage can outlive the loop for a moment (the
+        # kernel kills it when the loop dies), and a done stage is never cleaned again.
+        remove_dead_partials(path)
     if shard is None:
         rnd.mark_done(stage, seconds)
     return seconds
