@@ -20,6 +20,7 @@ from spade_cli.design import (
 )
 from spade_cli.engines import Sampling, load_engine
 from spade_cli.errors import UsageError
+from tests.helpers import assert_same
 
 
 def doc(i: int, text: str | None = None) -> dict:
@@ -199,7 +200,7 @@ def test_seed_changes_designs_and_reruns_repeat(eng):
     a = list(design_records([doc(0)], eng, settings(seed=1)))
     b = list(design_records([doc(0)], eng, settings(seed=1)))
     c = list(design_records([doc(0)], eng, settings(seed=2)))
-    assert a == b
+    assert_same(a, b)  # logprobs to 1e-3: a batch's float sums may round differently
     assert [r["design"]["completion_ids"] for r in a] != [r["design"]["completion_ids"] for r in c]
     assert a[0]["group"] != c[0]["group"]
 
