@@ -27,7 +27,8 @@ Everything is resumable: each run is a spade-loop run directory (a rerun continu
 and each evaluation is a file written atomically, so an interrupted experiment picks up
 where it stopped. An invocation with other arms or seeds but the same settings (--config,
 --rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file.
-Writes OUT/results.json, OUT/summary.md (the tables) and five PNG plots beside them, and
+Writes OUT/results.json (with the commit, machine and package versions it ran on),
+OUT/summary.md (the tables) and five PNG plots beside them, and
 prints a verdict per run.
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
@@ -707,6 +708,23 @@ def plot(results: dict, out: Path) -> list[Path]:
     return paths
 
 
+# The packages whose versions decide the figures: sampling and training run through them,
+# and their pins in pyproject.toml are ranges.
+PACKAGES = ("torch", "transformers", "trl", "accelerate", "numpy", "tokenizers")
+
+
+def packages() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
 def commit() -> str:
     try:
         return subprocess.run(
@@ -814,6 +832,8 @@ def main() -> None:
     results = {
         "commit": commit(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "packages": packages(),
+        "jobs": args.jobs,
         "config": config_name(Path(args.config)),
         "config_sha256": hashlib.sha256(Path(args.config).read_bytes()).hexdigest()[:16],
         "arms": arms,
@@ -850,6 +870,8 @@ def main() -> None:
     results["invocations"].append(
         {
             "commit": results["commit"],
+            "packages": results["packages"],
+            "jobs": args.jobs,
             "arms": arms,
             "seeds": seeds,
             "wall_seconds": results["wall_seconds"],

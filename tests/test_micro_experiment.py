@@ -285,3 +285,14 @@ def test_the_landscape_pools_valid_designs_per_family_and_level_and_half(tmp_pat
     assert "| spade | corridor/L1 | 1: 0.00 / 1.00 / -0.12 | – |" in table
     assert "| spade | corridor/L3 | 2: 0.70 / 0.62 / +0.12 | 1: 0.10 / 0.90 / +0.00 |" in table
     assert "fixed-pool" not in table
+
+
+def test_the_results_name_the_versions_of_the_packages_that_decide_the_figures(monkeypatch):
+    import torch
+    import transformers
+
+    found = bench.packages()
+    assert found["torch"] == torch.__version__
+    assert found["transformers"] == transformers.__version__
+    monkeypatch.setattr(bench, "PACKAGES", ("torch", "no-such-package-spade"))
+    assert bench.packages()["no-such-package-spade"] == "absent"
