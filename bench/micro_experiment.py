@@ -28,8 +28,7 @@ and each evaluation is a file written atomically, so an interrupted experiment p
 where it stopped. An invocation with other arms or seeds but the same settings (--config,
 --rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file.
 Writes OUT/results.json (with the commit, machine and package versions it ran on),
-OUT/summary.md (the tables) and five PNG plots beside them, and
-prints a verdict per run.
+OUT/summary.md (the tables) and five PNG plots beside them, and prints a verdict per run.
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
     python bench/micro_experiment.py --arms spade --seeds 0 --rounds 2    # a smoke run
