@@ -752,7 +752,11 @@ def main() -> None:
     )
     ap.add_argument("--eval-items", type=int, default=216, help="held-out episodes per evaluation")
     ap.add_argument(
-        "--jobs", type=int, default=2, help="runs at a time (each stage is single-threaded)"
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time (each stage is single-threaded; on 2 cores two at a time take "
+        "as long in all, and each run twice as long)",
     )
     ap.add_argument(
         "--eval-seed",
