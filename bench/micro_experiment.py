@@ -27,7 +27,7 @@ Everything is resumable: each run is a spade-loop run directory (a rerun continu
 and each evaluation is a file written atomically, so an interrupted experiment picks up
 where it stopped. An invocation with other arms or seeds but the same settings (--config,
 --rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file.
-Writes OUT/results.json (with the commit, machine and package versions it ran on),
+Writes OUT/results.json (with each invocation's commit, package versions and --jobs),
 OUT/summary.md (the tables) and five PNG plots beside them, and prints a verdict per run.
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
@@ -835,8 +835,6 @@ def main() -> None:
     results = {
         "commit": commit(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-        "packages": packages(),
-        "jobs": args.jobs,
         "config": config_name(Path(args.config)),
         "config_sha256": hashlib.sha256(Path(args.config).read_bytes()).hexdigest()[:16],
         "arms": arms,
@@ -873,7 +871,8 @@ def main() -> None:
     results["invocations"].append(
         {
             "commit": results["commit"],
-            "packages": results["packages"],
+            # per invocation: a results file can gather runs made on other versions
+            "packages": packages(),
             "jobs": args.jobs,
             "arms": arms,
             "seeds": seeds,
