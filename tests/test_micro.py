@@ -55,6 +55,24 @@ def test_actions_are_exact_and_malformed_ones_cost_a_turn():
     assert (r, term) == (1.0, True) and obs.endswith("Solved.")
 
 
+@pytest.mark.parametrize("first_press", ["right", "wrong"])
+def test_once_the_rule_is_known_each_switch_stage_ends_with_its_switch(first_press):
+    """The hint, and after the first press every observation, end with the switch to
+    press: only the first move without the hint needs the rule itself."""
+    env = tr.env_class("switch", 5)()
+    obs, info = env.reset(seed=11)
+    solution = info["solution"]
+    assert "Press" not in obs  # the rule is not shown yet
+    assert info["hint"].endswith(f": {solution[0]}.")
+    if first_press == "wrong":
+        wrong = next(s for s in obs.split(": ")[1].rstrip(".").split() if s != solution[0])
+        obs = env.step(wrong)[0]
+        assert obs.endswith(f"one: {solution[0]}.")
+    for i, action in enumerate(solution[:-1]):
+        obs, reward, *_ = env.step(action)
+        assert obs.endswith(f"one: {solution[i + 1]}.") and reward == 0.0
+
+
 def test_the_library_files_are_the_generated_designs():
     files = sorted(p.name for p in LIBRARY.glob("*.py"))
     assert files == sorted(f"{env_name(f, lv)}.py" for f in FAMILIES for lv in LEVELS)

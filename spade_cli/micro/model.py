@@ -26,7 +26,8 @@ import shutil
 import time
 from pathlib import Path
 
-RECIPE_VERSION = 1
+# 2: the switches name the switch their rule picks once the rule is known.
+RECIPE_VERSION = 2
 DEFAULTS = dict(
     vocab_size=4096,
     hidden_size=128,

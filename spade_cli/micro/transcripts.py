@@ -130,7 +130,7 @@ class Expert:
             if last != "?":
                 return last
             return self.known or self.rng.choice(e._alphabet)
-        rule = re.search(r"Press the (first|last) one\.$", obs)
+        rule = re.search(r"Press the (first|last) one: \w+\.$", obs)
         rule = rule[1] if rule else self.known
         switches = self._switches(obs)
         return switches[0 if rule == "first" else -1]

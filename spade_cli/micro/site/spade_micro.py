@@ -208,8 +208,9 @@ class CodeEnv(MicroEnv):
 
 class SwitchEnv(MicroEnv):
     """Stages of switches; a hidden rule, the same at every stage, says whether the first
-    or the last switch listed is the right one. After the first press (a wrong one costs a
-    turn) every observation ends with the rule."""
+    or the last switch listed is the right one. Once the rule is known (the hint, or the
+    first press: a wrong one costs a turn) every observation ends with the rule and the
+    switch it picks, as the code's slots name their symbol."""
 
     family = "switch"
     skill = "Logical Deduction"
@@ -226,20 +227,24 @@ class SwitchEnv(MicroEnv):
         self._rule = self.secret = rng.choice(self.RULES)
         self._stages = [rng.sample(SYMBOLS, switches) for _ in range(stages)]
         self._stage, self._known = 0, False
-        pick = 0 if self._rule == "first" else -1
-        solution = [s[pick] for s in self._stages]
-        return self._show(), f"Press the {self._rule} one.", solution
+        self._pick = 0 if self._rule == "first" else -1
+        solution = [s[self._pick] for s in self._stages]
+        return self._show(), self._rule_text(), solution
+
+    def _rule_text(self) -> str:
+        return f"Press the {self._rule} one: {self._stages[self._stage][self._pick]}."
 
     def _show(self) -> str:
-        rule = f" Press the {self._rule} one." if self._known else ""
-        return f"Stage {self._stage + 1} of {len(self._stages)}: {' '.join(self._stages[self._stage])}.{rule}"
+        switches = " ".join(self._stages[self._stage])
+        rule = f" {self._rule_text()}" if self._known else ""
+        return f"Stage {self._stage + 1} of {len(self._stages)}: {switches}.{rule}"
 
     def _act(self, action):
         switches = self._stages[self._stage]
         if action not in switches:
             return f"Press one symbol. {self._show()}", False
         self._known = True  # a right press shows the rule as surely as a wrong one
-        if action != switches[0 if self._rule == "first" else -1]:
+        if action != switches[self._pick]:
             return f"{action}: no. {self._show()}", False
         self._stage += 1
         if self._stage == len(self._stages):
