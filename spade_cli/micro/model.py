@@ -9,9 +9,7 @@ with the loss on the assistant turns only. Seeded; the result is cached under
 The default recipe's build also ships in `weights/` (`just micro-weights` rewrites it):
 a fresh machine copies it instead of pretraining for three minutes, and every machine runs
 the model the evidence was measured with. Pretraining reads Python's own documentation,
-so another Python version would build another model; a rebuild on this code differs
-from the shipped build in its last bits (that build's loss applied the output head to
-every position) and reads the world as well (bench/micro_reading.py). `rebuild=True`
+so another Python version would build another model. `rebuild=True`
 (spade-init-model --rebuild) pretrains from scratch.
 """
 
@@ -39,9 +37,10 @@ DEFAULTS = dict(
     max_position_embeddings=2048,
 )
 # Pretraining: steps of `batch` transcripts; `skill` is the expert's per-action reliability.
-# 1,200 steps (162 s on 2 cores) imitate the expert twice as well as 600 on the validation
-# split (0.32 against 0.15; docs/evidence.md): at 600 the model had not learnt to copy a
-# symbol from the observation, and no RL step taught it.
+# 1,200 steps (under 3 minutes on 2 cores) imitated the expert twice as well as 600 on the
+# validation split (0.32 against 0.15, in the world before the switches named their switch;
+# docs/evidence.md): at 600 the model had not learnt to copy a symbol from the observation,
+# and no RL step taught it.
 TRAIN = dict(
     steps=1200,
     batch=16,
