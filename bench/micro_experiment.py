@@ -6,8 +6,10 @@ Arms (each `examples/micro.toml` with one change, `--seeds` seeds each):
     fixed-pool        no designer: each round the agent trains on environments drawn from
                       the micro library (every family at a uniformly random level)
     frozen-designer   the designer is never updated (train.role = agent); memory stays on
-    negative-control  each round the designer's rewards are permuted within their skill
-                      (train.shuffle_designer_rewards): its updates carry no signal
+    negative-control  each round the designer's rewards are permuted within their skill,
+                      in its training (train.shuffle_designer_rewards) and in the memory
+                      whose exemplars it is shown (regret.shuffle_memory_scores): neither
+                      its updates nor its prompts carry the signal
 and, on request, spade-invalid-penalty (SPADE with regret.invalid = penalty: the designer
 is also trained on its invalid designs, which the published recipe drops).
 
@@ -64,7 +66,10 @@ ARMS = {
         "train": {"role": "agent"},
     },
     "frozen-designer": {"train": {"role": "agent"}},
-    "negative-control": {"train": {"shuffle_designer_rewards": True}},
+    "negative-control": {
+        "train": {"shuffle_designer_rewards": True},
+        "regret": {"shuffle_memory_scores": True},
+    },
     # Not one of the four, and not the published recipe (which drops invalid designs): the
     # designer is also trained on its invalid designs, at the invalid penalty.
     "spade-invalid-penalty": {"regret": {"invalid": "penalty"}},

@@ -577,6 +577,14 @@ class RegretSettings:
         help="""Most environments memory
         keeps; the oldest go first (0: keep all).""",
     )
+    shuffle_memory_scores: bool = option(
+        False,
+        "--shuffle-memory-scores",
+        help="""Negative
+        control: permute the scores of the environments this batch adds to memory among
+        those of each skill, so the exemplars a designer is shown (chosen by score) carry
+        no signal either (with train's --shuffle-designer-rewards).""",
+    )
 
 
 @dataclass

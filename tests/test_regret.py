@@ -418,3 +418,36 @@ def test_merge_drops_copies_added_meanwhile_by_another_shard():
     assert [e["parents"] for e in after2] == [["a"], ["c"]]
     # without the late check (no threshold) both copies would land
     assert len(memory.merge_into_memory(after1, s2.accepted, [])) == 3
+
+
+def test_shuffle_memory_scores_hides_the_signal_from_memory_only(tmp_path):
+    """The negative control's memory: the scores its entries keep are permuted within each
+    skill (so exemplars chosen by score are chosen by chance), while the scored output,
+    which the designer's own training reads, is untouched."""
+    codes = variants(8)
+    batch_ = [
+        cand(f"c{i}", code, [0.0] * (8 - i) + [1.0] * i, [1.0] * 8, skill=("s1", "s2")[i % 2])
+        for i, code in enumerate(codes)
+    ]
+    plain, shuffled = tmp_path / "plain.jsonl", tmp_path / "shuffled.jsonl"
+    r1 = run_cli("regret", "--no-dedup", "--memory", plain, input=jsonl(batch_))
+    r2 = run_cli(
+        "regret", "--no-dedup", "--memory", shuffled, "--shuffle-memory-scores", input=jsonl(batch_)
+    )
+    assert r1.returncode == 0 and r2.returncode == 0, r2.stderr
+    assert r1.stdout == r2.stdout
+    true = {e["id"]: e for e in memory.load_memory(str(plain))}
+    mixed = {e["id"]: e for e in memory.load_memory(str(shuffled))}
+    assert true.keys() == mixed.keys() and len(true) == 8
+    for skill in ("s1", "s2"):
+        ids = [k for k, e in true.items() if e["skill"] == skill]
+        assert sorted(orjson.dumps(true[k]["scores"]) for k in ids) == sorted(
+            orjson.dumps(mixed[k]["scores"]) for k in ids
+        )
+    assert [true[k]["scores"] for k in true] != [mixed[k]["scores"] for k in true]
+    # and a rerun permutes them the same way
+    again = tmp_path / "again.jsonl"
+    run_cli(
+        "regret", "--no-dedup", "--memory", again, "--shuffle-memory-scores", input=jsonl(batch_)
+    )
+    assert memory.load_memory(str(again)) == memory.load_memory(str(shuffled))

@@ -179,12 +179,15 @@ def regret(
     # a rerun recomputes the same scores and adds the same entries (ids are code hashes).
     if memory_path and not dry_run:
         seen = {e["id"] for e in entries}
+        accepted = scorer.accepted
+        if settings.shuffle_memory_scores:
+            accepted = memory.shuffle_scores(accepted, seed=f"round:{round_}")
         new = memory.update_memory(
             memory_path,
             lambda old: memory.evict(
                 memory.merge_into_memory(
                     old,
-                    scorer.accepted,
+                    accepted,
                     scorer.replayed,
                     seen,
                     settings.dedup_threshold if settings.dedup else None,

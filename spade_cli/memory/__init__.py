@@ -46,6 +46,7 @@ from .store import (
     merge_into_memory,
     save_memory,
     scores_of,
+    shuffle_scores,
     summary_of,
     update_memory,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "entry_from_candidate",
     "entries_from_library",
     "scores_of",
+    "shuffle_scores",
     "index_of",
     "evict",
     "find_entry",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import random
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any
@@ -154,6 +155,23 @@ def entries_from_library(library: Iterable[dict], round_: int = 0) -> list[Entry
         if lib.get("family"):
             rec["family"] = lib["family"]
         out.append(rec)
+    return out
+
+
+def shuffle_scores(entries: list[Entry], seed: str) -> list[Entry]:
+    """The entries with their `scores` permuted among those of the same skill: what a
+    negative control's memory holds, so exemplars picked by score are picked by chance.
+    Seeded by `seed` and the entries' ids, so a rerun permutes them the same way."""
+    out = [dict(e) for e in entries]
+    by_skill: dict[str | None, list[Entry]] = {}
+    for e in out:
+        by_skill.setdefault(e.get("skill"), []).append(e)
+    for skill, members in by_skill.items():
+        scores = [e["scores"] for e in members]
+        ids = ",".join(sorted(e["id"] for e in members))
+        random.Random(f"{seed}:{skill}:{ids}").shuffle(scores)
+        for e, sc in zip(members, scores, strict=True):
+            e["scores"] = sc
     return out
 
 
