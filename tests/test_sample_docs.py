@@ -462,5 +462,13 @@ def test_demo_corpus_is_real_and_deterministic(demo, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert again.read_bytes() == demo.read_bytes()
+    # ... and by an interpreter of another name (python3 against python, say)
+    other = tmp_path / "python-by-another-name"
+    other.symlink_to(sys.executable)
+    third = tmp_path / "third.jsonl.zst"
+    r = subprocess.run([str(other), "-m", "spade_cli.corpus.demo", str(third)], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert third.read_bytes() == demo.read_bytes()
+    assert not any(sys.executable in d["text"] for d in docs)
     lengths = sorted(len(d["text"]) for d in docs)
     assert lengths[0] > 200 and lengths[-1] > 10000  # short and long ones, for excerpting

@@ -55,7 +55,8 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _clean(text: str) -> str:
-    text = _ADDRESS.sub("", text)
+    # The interpreter's path out too: `python` and `python3` build the same corpus.
+    text = _ADDRESS.sub("", text).replace(sys.executable, "<python>")
     return text.replace(sys.prefix, "<prefix>").replace(sys.base_prefix, "<prefix>")
 
 
@@ -76,7 +77,9 @@ def _signature(obj: Any) -> str:
     # print this process's environment) or just huge: show such defaults as `...`.
     params = []
     for p in sig.parameters.values():
-        if p.default is not p.empty:
+        if isinstance(p.default, str) and p.default == sys.executable:
+            p = p.replace(default=_Shown("<python>"))  # python and python3 alike
+        elif p.default is not p.empty:
             r = repr(p.default)
             if len(r) > 60 or isinstance(p.default, os._Environ) or "environ" in r:
                 p = p.replace(default=_Shown("..."))
