@@ -203,6 +203,26 @@ def test_no_dedup_accepts_copies():
     assert s.score(cand("b", GUESS_RENAMED, NOHINT, HINT))["score"]["accepted"]
 
 
+def test_a_design_memory_already_holds_refreshes_its_entry_without_dedup():
+    """With de-duplication off, designing an environment memory holds (the micro world's
+    designs are its library's code) is a new play of it: the entry takes the latest
+    scores and the design's skill, and memory does not grow or go stale."""
+    lib = memory.entries_from_library([{"name": "nim", "code": NIM, "max_turns": 20}])
+    assert lib[0]["scores"]["regret"] is None and "skill" not in lib[0]
+    s = regret.Scorer(legacy(dedup=False), lib)
+    first = s.score(cand("a", NIM, [0.0, 0.0], [1.0, 1.0], skill="Logic"))["score"]
+    again = s.score(cand("b", NIM, [1.0, 0.0], [1.0, 1.0], round_=2, skill="Logic"))["score"]
+    assert first["accepted"] and again["accepted"]
+    merged = memory.merge_into_memory(lib, s.accepted, s.replayed)
+    assert len(merged) == 1 and merged[0]["origin"] == "library"
+    assert merged[0]["scores"]["regret"] == again["regret"] == 0.5
+    assert merged[0]["skill"] == "Logic" and merged[0]["replays"] == 2
+    assert merged[0]["last_round"] == 2 and merged[0]["parents"][-2:] == ["a", "b"]
+    assert memory.merge_into_memory(merged, s.accepted, []) == merged  # merged twice: no change
+    # and its scores now put it among the exemplars of its skill
+    assert memory.select_published(merged, "Logic", 2) == merged
+
+
 def test_min_regret():
     s = regret.Scorer(legacy(min_regret=0.3))
     assert s.score(cand("a", GUESS, NOHINT, HINT))["score"]["reason"] == "below_min_regret"

@@ -224,7 +224,11 @@ def merge_into_memory(
     threshold: float | None = None,
 ) -> list[dict]:
     """The memory after a round: refreshed scores for replayed entries (PLR updates a
-    level's score each time it is played), then new entries not already present.
+    level's score each time it is played), then new entries not already present. An
+    accepted design whose environment memory already holds (the same normalised code,
+    designed again where de-duplication is off) refreshes that entry the same way, adds
+    the design to its parents (so merging the same batch twice changes nothing), and
+    gives it the design's skill and difficulty where it had none (a library entry).
 
     `seen_ids` are the entries this run de-duplicated against. Entries that appeared
     since (another shard finished first) are checked here too, when `threshold` is given:
@@ -236,16 +240,21 @@ def merge_into_memory(
         i = pos.get(env_id)
         if i is None:
             continue
-        e = out[i]
-        e["scores"] = scores_of(sc)
-        e["replays"] = int(e.get("replays") or 0) + 1
-        e["last_round"] = max(int(e.get("last_round") or 0), round_)
+        _refresh(out[i], scores_of(sc), round_)
     late = None
     if seen_ids is not None and threshold is not None:
         newer = [e for e in old if e["id"] not in seen_ids]
         late = index_of(newer, threshold) if newer else None
     for e in accepted:
-        if e["id"] in pos:
+        if (i := pos.get(e["id"])) is not None:
+            known = out[i].get("parents") or []
+            if set(e["parents"]) <= set(known):
+                continue  # this very design, merged before (a rerun): nothing new
+            _refresh(out[i], e["scores"], e["round"])
+            out[i]["parents"] = [*known, *e["parents"]]
+            for key in ("skill", "difficulty"):
+                if e.get(key) and not out[i].get(key):
+                    out[i][key] = e[key]
             continue
         if late is not None and (m := late.find(e["code"])) is not None:
             log.warning(
@@ -259,3 +268,10 @@ def merge_into_memory(
         pos[e["id"]] = len(out)
         out.append(e)
     return out
+
+
+def _refresh(e: dict, scores: dict, round_: int) -> None:
+    """An entry played again: its latest scores, one more play, its last round."""
+    e["scores"] = scores
+    e["replays"] = int(e.get("replays") or 0) + 1
+    e["last_round"] = max(int(e.get("last_round") or 0), round_)
