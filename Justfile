@@ -45,6 +45,11 @@ demo:
 micro-experiment *ARGS:
     python3 bench/micro_experiment.py {{ARGS}}
 
+# Each finished run's final designer against the micro model, on the same prompts and
+# with a fixed agent (bench/micro_designer_probe.py; after micro-experiment; ~10 minutes).
+micro-designer-probe *ARGS:
+    python3 bench/micro_designer_probe.py {{ARGS}}
+
 # The micro model's designer alone on a fixed reward that peaks at another level per
 # family: can one shared model choose a level per family? (bench/designer_bandit.py)
 designer-bandit *ARGS:

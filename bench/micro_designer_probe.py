@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Did the designer's policy change, and by its signal? A probe of finished micro runs.
+
+The designer's reward per round (bench/micro_experiment.py) is measured on the 12 to 18
+designs each round happened to write, against an agent that learns in every arm: it is
+noisy, and it drifts as the agent learns to use the hint. This probe holds everything but
+the designer's weights fixed. For each finished run, its final model and the micro model
+it started from write designs for the same prompts: the same documents, skills and seeds,
+and the same memory (by default the run's final memory, the context its last designs were
+written in; `--memory library`: the library every run starts with). The micro model plays
+them (a fixed agent, as in the experiment's fixed-agent measurement) and they are scored as
+the loop scores them (one attempt each; invalid designs are dropped from the reward, as in
+training, and counted in the valid share). Final minus start, with a bootstrap interval
+over the designs, is the change in what the designer writes and nothing else.
+
+    python bench/micro_designer_probe.py                         # runs/micro-experiment
+    python bench/micro_designer_probe.py --out runs/x --prompts 30 --memory library
+
+Writes OUT/designer-probe/ (each model's designs, plays and scores, kept and reused by a
+rerun), OUT/designer-probe.json, OUT/micro-designer-probe.png, and prints the table.
+Stages run as the loop runs them: forked from this process once it has imported torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import micro_experiment as mx  # noqa: E402
+
+from spade_cli import declare as st  # noqa: E402
+from spade_cli.loop.config import load_config  # noqa: E402
+from spade_cli.loop.recipe import sandbox_packages  # noqa: E402
+from spade_cli.loop.stage_process import run_command  # noqa: E402
+
+MIN_VALID = 5  # fewer valid designs on a side than this: no verdict
+
+
+@contextmanager
+def stderr_to(log: Path):
+    """The stages' own logs go to LOG, not the terminal (forked children share fd 2)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def stage(argv: list[str], output: Path, log: Path) -> Path:
+    """Run `spade-<argv>` into OUTPUT unless a finished one is there (stages write
+    atomically, so a file under the final name is complete)."""
+    if not output.exists():
+        with stderr_to(log):
+            code = run_command([*argv, "-o", str(output)])
+        if code:
+            raise SystemExit(f"spade-{argv[0]} failed (exit {code}); see {log}")
+    return output
+
+
+def probe(model: str, where: Path, cfg, fixed_agent: str, docs: Path, memory: Path, seed: int):
+    """One model's designs for the shared prompts, played by the fixed agent and scored."""
+    where.mkdir(parents=True, exist_ok=True)
+    log = where / "stages.log"
+    sandbox = st.to_argv(dataclasses.replace(cfg.sandbox, packages=sandbox_packages(cfg)))
+
+    def engine(m: str) -> list[str]:
+        return [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", m]
+
+    seed_args = ["--seed", str(seed)]
+    cands = stage(
+        ["design", str(docs), *engine(model), *st.to_argv(cfg.design), "--memory", str(memory)]
+        + ["--round", "1", *seed_args],
+        where / "candidates.jsonl.zst",
+        log,
+    )
+    valid = stage(
+        ["validate", str(cands), *st.to_argv(cfg.validate), *sandbox, *seed_args],
+        where / "validated.jsonl.zst",
+        log,
+    )
+    plays = stage(
+        ["rollout", str(valid), *engine(fixed_agent), *st.to_argv(cfg.rollout), *sandbox]
+        + seed_args,
+        where / "rollouts.jsonl.zst",
+        log,
+    )
+    return stage(["regret", str(plays), *st.to_argv(cfg.regret)], where / "scored.jsonl.zst", log)
+
+
+def measures(scored: Path) -> dict:
+    """What the designs earned: the reward over the valid ones (invalid designs are
+    dropped, as the loop trains), the valid share, and the plateau share."""
+    cands = mx.records(scored)
+    valid = [c for c in cands if mx.is_valid(c)]
+    rewards = [c["score"]["reward"] for c in valid if c["score"].get("reward") is not None]
+    rates = [w for c in valid if (w := mx.win_rate(c)) is not None]
+    levels = [int(m.group(1)) for c in valid if (m := mx.LEVEL.search(c["env"]["code"]))]
+    return {
+        "designs": len(cands),
+        "valid": len(valid),
+        "rewards": rewards,
+        "reward": mx._round(mx._mean(rewards)),
+        "valid_share": mx._round(len(valid) / len(cands)) if cands else None,
+        "plateau_share": mx._round(
+            sum(mx.BAND[0] <= w <= mx.BAND[1] for w in rates) / len(rates) if rates else None
+        ),
+        "levels": {str(k): levels.count(k) for k in sorted(set(levels))},
+    }
+
+
+def interval(a: list[float], b: list[float], reps: int, seed: int) -> tuple[float, float]:
+    """A 90% bootstrap interval of mean(b) - mean(a), resampling each side's designs."""
+    rng = random.Random(seed)
+    diffs = sorted(
+        statistics.fmean(rng.choices(b, k=len(b))) - statistics.fmean(rng.choices(a, k=len(a)))
+        for _ in range(reps)
+    )
+    return round(diffs[int(0.05 * reps)], 4), round(diffs[int(0.95 * reps) - 1], 4)
+
+
+def verdict(r: dict) -> str:
+    if r["interval"] is None:
+        return f"too few valid designs (fewer than {MIN_VALID} on a side)"
+    lo, hi = r["interval"]
+    return "up" if lo > 0 else "down" if hi < 0 else "no change"
+
+
+def compare(start: dict, final: dict, reps: int, seed: int) -> dict:
+    enough = min(len(start["rewards"]), len(final["rewards"])) >= MIN_VALID
+    diff = final["reward"] - start["reward"] if enough else None
+    out = {"start": start, "final": final, "difference": mx._round(diff)}
+    out["interval"] = interval(start["rewards"], final["rewards"], reps, seed) if enough else None
+    out["verdict"] = verdict(out)
+    return out
+
+
+def table(res: dict) -> str:
+    lines = [
+        "| run | valid designs, start → final | reward, start → final "
+        "| final − start (90% interval) | plateau share, start → final | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in res["runs"].items():
+        s, f = r["start"], r["final"]
+        gap = "–"
+        if r["interval"] is not None:
+            lo, hi = r["interval"]
+            gap = f"{r['difference']:+.3f} ({lo:+.3f}, {hi:+.3f})"
+        lines.append(
+            f"| {name} | {s['valid']} → {f['valid']} of {s['designs']} "
+            f"| {mx._f(s['reward'])} → {mx._f(f['reward'])} | {gap} "
+            f"| {mx._f(s['plateau_share'], '.2f')} → {mx._f(f['plateau_share'], '.2f')} "
+            f"| {r['verdict']} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n, r in res["runs"].items() if r["interval"] is not None]
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(names) + 1.5))
+    for i, name in enumerate(names):
+        r = res["runs"][name]
+        d, (lo, hi) = r["difference"], r["interval"]
+        ax.errorbar(d, i, xerr=[[d - lo], [hi - d]], fmt="o", capsize=3)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.set_xlabel("designer reward with a fixed agent: final model − start (90% interval)")
+    ax.set_title(f"the designer's policy, {res['prompts']} prompts, {res['memory']} memory")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=mx.ROOT / "runs" / "micro-experiment")
+    ap.add_argument("--prompts", type=int, default=90, help="design prompts per model")
+    ap.add_argument("--memory", choices=("final", "library"), default="final")
+    ap.add_argument("--seed", type=int, default=99, help="documents' and sampling seed")
+    ap.add_argument("--reps", type=int, default=4000, help="bootstrap resamples")
+    args = ap.parse_args()
+    results = json.loads((args.out / "results.json").read_text())
+    last = f"round-{results['rounds']:03d}"
+    names = [
+        f"{arm}-s{seed}"
+        for arm, seeds in results["runs"].items()
+        for seed in seeds
+        if (args.out / f"{arm}-s{seed}" / last / "checkpoint").is_dir()
+    ]
+    if not names:
+        raise SystemExit(f"{args.out}: no finished run to probe")
+    fixed_agent = str(args.out / "micro-model")
+    pdir = args.out / "designer-probe"
+    pdir.mkdir(exist_ok=True)
+    docs = stage(
+        ["sample-docs", str(args.out / names[0] / "demo-corpus.jsonl.zst")]
+        + ["--num", str(args.prompts), "--seed", str(args.seed)],
+        pdir / f"docs-{args.prompts}-{args.seed}.jsonl.zst",
+        pdir / "stages.log",
+    )
+    t0 = time.time()
+    runs = {}
+    for name in names:
+        run = args.out / name
+        cfg = load_config(str(args.out / f"{name}.toml"))
+        memory = run / (
+            f"{last}/memory.jsonl.zst" if args.memory == "final" else "memory-000.jsonl.zst"
+        )
+        if not memory.exists():  # the fixed pool keeps no memory of designs
+            memory = run / "memory-000.jsonl.zst"
+        got = {}
+        for side, model in (("start", fixed_agent), ("final", str(run / last / "checkpoint"))):
+            print(f"probe {name}: {side} model ...", file=sys.stderr, flush=True)
+            where = pdir / f"{name}-{args.memory}-{args.prompts}-{args.seed}" / side
+            got[side] = measures(probe(model, where, cfg, fixed_agent, docs, memory, args.seed))
+        runs[name] = compare(got["start"], got["final"], args.reps, args.seed)
+    res = {
+        "prompts": args.prompts,
+        "memory": args.memory,
+        "seed": args.seed,
+        "reps": args.reps,
+        "commit": mx.commit(),
+        "seconds": round(time.time() - t0, 1),
+        "runs": runs,
+    }
+    (args.out / "designer-probe.json").write_text(json.dumps(res, indent=1) + "\n")
+    plot(res, args.out / "micro-designer-probe.png")
+    print(table(res))
+    print(f"results: {args.out / 'designer-probe.json'} ({res['seconds']:.0f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""bench/micro_designer_probe.py's measures: what a probe's designs earned, and the
+bootstrap interval that decides whether a designer changed (the probe itself runs on
+finished experiment runs, by hand)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from spade_cli.recordio import write_records
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+spec = importlib.util.spec_from_file_location(
+    "micro_designer_probe", ROOT / "bench" / "micro_designer_probe.py"
+)
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+
+
+def design(cid: str, level: int, reward: float | None, win: float | None, valid: bool = True):
+    rec = {"kind": "candidate", "id": cid, "validation": {"valid": valid}}
+    if valid:
+        rec["env"] = {"code": f"class D(CorridorEnv):\n    level = {level}\n"}
+        rec["score"] = {"reward": reward, "nohint": {"success_rate": win}}
+    return rec
+
+
+def test_measures_count_valid_designs_only_for_reward_plateau_and_levels(tmp_path):
+    path = tmp_path / "scored.jsonl.zst"
+    write_records(
+        str(path),
+        [
+            design("a", 3, 1.0, 0.5),
+            design("b", 3, 0.5, 0.9),
+            design("c", 6, 0.0, 0.0),
+            design("x", 0, None, None, valid=False),
+        ],
+    )
+    m = probe.measures(path)
+    assert m["designs"] == 4 and m["valid"] == 3 and m["valid_share"] == 0.75
+    assert m["rewards"] == [1.0, 0.5, 0.0] and m["reward"] == 0.5
+    assert m["plateau_share"] == round(1 / 3, 4)
+    assert m["levels"] == {"3": 2, "6": 1}
+
+
+def test_the_interval_brackets_the_difference_and_excludes_zero_only_for_a_real_shift():
+    def side(rewards):
+        return {"rewards": rewards, "reward": sum(rewards) / len(rewards)}
+
+    start = [0.2, 0.4, 0.3, 0.5, 0.1, 0.3] * 10
+    up = [x + 0.3 for x in start]
+    r = probe.compare(side(start), side(up), reps=2000, seed=0)
+    lo, hi = r["interval"]
+    assert 0 < lo < 0.3 < hi and r["difference"] == 0.3 and r["verdict"] == "up"
+    assert probe.compare(side(up), side(start), 2000, 0)["verdict"] == "down"
+    r = probe.compare(side(start), side(list(reversed(start))), 2000, 0)
+    assert r["interval"][0] < 0 < r["interval"][1] and r["verdict"] == "no change"
+    assert probe.interval(start, up, 2000, 0) == probe.interval(start, up, 2000, 0)  # seeded
+    # a side with fewer valid designs than MIN_VALID gets no verdict, however far it moved
+    few = probe.compare(side(start), side([1.0] * (probe.MIN_VALID - 1)), 2000, 0)
+    assert few["interval"] is None and few["verdict"].startswith("too few valid designs")
