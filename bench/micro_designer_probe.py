@@ -17,7 +17,8 @@ over the designs, is the change in what the designer writes and nothing else.
     python bench/micro_designer_probe.py --out runs/x --prompts 30 --memory library
 
 Writes OUT/designer-probe/ (each model's designs, plays and scores, kept and reused by a
-rerun), OUT/designer-probe.json, OUT/micro-designer-probe.png, and prints the table.
+rerun), OUT/designer-probe-MEMORY.json and OUT/micro-designer-probe-MEMORY.png, and prints
+the table.
 Stages run as the loop runs them: forked from this process once it has imported torch.
 """
 
@@ -244,10 +245,11 @@ def main() -> None:
         "seconds": round(time.time() - t0, 1),
         "runs": runs,
     }
-    (args.out / "designer-probe.json").write_text(json.dumps(res, indent=1) + "\n")
-    plot(res, args.out / "micro-designer-probe.png")
+    path = args.out / f"designer-probe-{args.memory}.json"
+    path.write_text(json.dumps(res, indent=1) + "\n")
+    plot(res, args.out / f"micro-designer-probe-{args.memory}.png")
     print(table(res))
-    print(f"results: {args.out / 'designer-probe.json'} ({res['seconds']:.0f} s)", file=sys.stderr)
+    print(f"results: {path} ({res['seconds']:.0f} s)", file=sys.stderr)
 
 
 if __name__ == "__main__":
