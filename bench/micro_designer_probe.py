@@ -39,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import micro_experiment as mx  # noqa: E402
 
 from spade_cli import declare as st  # noqa: E402
+from spade_cli import dedup  # noqa: E402
+from spade_cli.envs.validation import candidate_code  # noqa: E402
 from spade_cli.loop.config import load_config  # noqa: E402
 from spade_cli.loop.recipe import sandbox_packages  # noqa: E402
 from spade_cli.loop.stage_process import run_command  # noqa: E402
@@ -105,18 +107,30 @@ def probe(model: str, where: Path, cfg, fixed_agent: str, docs: Path, memory: Pa
 
 def measures(scored: Path) -> dict:
     """What the designs earned: the reward over the valid ones (invalid designs are
-    dropped, as the loop trains), the valid share, and the plateau share."""
+    dropped, as the loop trains), the valid share, the plateau share and the levels. A
+    micro design is a family at a level, so most of a probe's designs repeat an earlier
+    one, which validation rejects as a duplicate of the batch: each such copy counts as
+    the design it copies, with its score (the designer's policy is what is measured)."""
     cands = mx.records(scored)
     valid = [c for c in cands if mx.is_valid(c)]
-    rewards = [c["score"]["reward"] for c in valid if c["score"].get("reward") is not None]
-    rates = [w for c in valid if (w := mx.win_rate(c)) is not None]
-    levels = [int(m.group(1)) for c in valid if (m := mx.LEVEL.search(c["env"]["code"]))]
+    by_code = {dedup.code_hash(c["env"]["code"]): c for c in valid}
+    played = []
+    for c in cands:
+        if mx.is_valid(c):
+            played.append(c)
+        elif c["validation"].get("reason") == "duplicate" and (code := candidate_code(c)):
+            if (same := by_code.get(dedup.code_hash(code))) is not None:
+                played.append(same)
+    rewards = [c["score"]["reward"] for c in played if c["score"].get("reward") is not None]
+    rates = [w for c in played if (w := mx.win_rate(c)) is not None]
+    levels = [int(m.group(1)) for c in played if (m := mx.LEVEL.search(c["env"]["code"]))]
     return {
         "designs": len(cands),
-        "valid": len(valid),
+        "valid": len(played),
+        "distinct": len(valid),
         "rewards": rewards,
         "reward": mx._round(mx._mean(rewards)),
-        "valid_share": mx._round(len(valid) / len(cands)) if cands else None,
+        "valid_share": mx._round(len(played) / len(cands)) if cands else None,
         "plateau_share": mx._round(
             sum(mx.BAND[0] <= w <= mx.BAND[1] for w in rates) / len(rates) if rates else None
         ),
@@ -152,7 +166,7 @@ def compare(start: dict, final: dict, reps: int, seed: int) -> dict:
 
 def table(res: dict) -> str:
     lines = [
-        "| run | valid designs, start → final | reward, start → final "
+        "| run | valid designs (distinct), start → final | reward, start → final "
         "| final − start (90% interval) | plateau share, start → final | verdict |",
         "|---|---|---|---|---|---|",
     ]
@@ -163,7 +177,8 @@ def table(res: dict) -> str:
             lo, hi = r["interval"]
             gap = f"{r['difference']:+.3f} ({lo:+.3f}, {hi:+.3f})"
         lines.append(
-            f"| {name} | {s['valid']} → {f['valid']} of {s['designs']} "
+            f"| {name} | {s['valid']} ({s['distinct']}) → {f['valid']} ({f['distinct']}) "
+            f"of {s['designs']} "
             f"| {mx._f(s['reward'])} → {mx._f(f['reward'])} | {gap} "
             f"| {mx._f(s['plateau_share'], '.2f')} → {mx._f(f['plateau_share'], '.2f')} "
             f"| {r['verdict']} |"

@@ -19,12 +19,29 @@ probe = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(probe)
 
 
+def code(level: int) -> str:
+    return f"from spade_micro import CorridorEnv\n\n\nclass D(CorridorEnv):\n    level = {level}\n"
+
+
 def design(cid: str, level: int, reward: float | None, win: float | None, valid: bool = True):
-    rec = {"kind": "candidate", "id": cid, "validation": {"valid": valid}}
+    rec = {"kind": "candidate", "id": cid, "validation": {"valid": valid, "reason": "ok"}}
     if valid:
-        rec["env"] = {"code": f"class D(CorridorEnv):\n    level = {level}\n"}
+        rec["env"] = {"code": code(level)}
         rec["score"] = {"reward": reward, "nohint": {"success_rate": win}}
+    else:
+        rec["validation"]["reason"] = "no_code"
     return rec
+
+
+def copy_of(cid: str, level: int) -> dict:
+    """A design validation rejected as the same code as an earlier one in its batch."""
+    text = f"A corridor.\n```python\n{code(level)}```"
+    return {
+        "kind": "candidate",
+        "id": cid,
+        "design": {"text": text},
+        "validation": {"valid": False, "reason": "duplicate"},
+    }
 
 
 def test_measures_count_valid_designs_only_for_reward_plateau_and_levels(tmp_path):
@@ -36,13 +53,16 @@ def test_measures_count_valid_designs_only_for_reward_plateau_and_levels(tmp_pat
             design("b", 3, 0.5, 0.9),
             design("c", 6, 0.0, 0.0),
             design("x", 0, None, None, valid=False),
+            copy_of("c2", 6),  # counts as "c", whose code it repeats
+            copy_of("orphan", 2),  # repeats no valid design here: not counted
         ],
     )
     m = probe.measures(path)
-    assert m["designs"] == 4 and m["valid"] == 3 and m["valid_share"] == 0.75
-    assert m["rewards"] == [1.0, 0.5, 0.0] and m["reward"] == 0.5
-    assert m["plateau_share"] == round(1 / 3, 4)
-    assert m["levels"] == {"3": 2, "6": 1}
+    assert m["designs"] == 6 and m["valid"] == 4 and m["distinct"] == 3
+    assert m["valid_share"] == round(4 / 6, 4)
+    assert m["rewards"] == [1.0, 0.5, 0.0, 0.0] and m["reward"] == 0.375
+    assert m["plateau_share"] == 0.25
+    assert m["levels"] == {"3": 2, "6": 2}
 
 
 def test_the_interval_brackets_the_difference_and_excludes_zero_only_for_a_real_shift():
