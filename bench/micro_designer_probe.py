@@ -7,19 +7,21 @@ noisy, and it drifts as the agent learns to use the hint. This probe holds every
 the designer's weights fixed. For each finished run, its final model and the micro model
 it started from write designs for the same prompts: the same documents, skills and seeds,
 and the same memory (by default the run's final memory, the context its last designs were
-written in; `--memory library`: the library every run starts with). The micro model plays
-them (a fixed agent, as in the experiment's fixed-agent measurement) and they are scored as
-the loop scores them (one attempt each; invalid designs are dropped from the reward, as in
-training, and counted in the valid share). Final minus start, with a bootstrap interval
-over the designs, is the change in what the designer writes and nothing else.
+written in; `--memory library`: the library every run starts with, no exemplar). One
+agent plays both sides' designs: the micro model (`--agent start`, a fixed agent as in the
+experiment's fixed-agent measurement) or the run's own final model (`--agent final`, the
+agent its designer was trained to challenge). They are scored as the loop scores them
+(one attempt each; invalid designs are dropped from the reward, as in training, and
+counted in the valid share). Final minus start, with a bootstrap interval over the
+designs, is the change in what the designer writes and nothing else.
 
     python bench/micro_designer_probe.py                         # runs/micro-experiment
-    python bench/micro_designer_probe.py --out runs/x --prompts 30 --memory library
+    python bench/micro_designer_probe.py --memory library --agent final --prompts 30
 
 Writes OUT/designer-probe/ (each model's designs, plays and scores, kept and reused by a
-rerun), OUT/designer-probe-MEMORY.json and OUT/micro-designer-probe-MEMORY.png, and prints
-the table.
-Stages run as the loop runs them: forked from this process once it has imported torch.
+rerun and shared by the agents), OUT/designer-probe-MEMORY-AGENT-agent.json and
+OUT/micro-designer-probe-MEMORY-AGENT-agent.png, and prints the table. Stages run as the
+loop runs them: forked from this process once it has imported torch.
 """
 
 from __future__ import annotations
@@ -75,8 +77,11 @@ def stage(argv: list[str], output: Path, log: Path) -> Path:
     return output
 
 
-def probe(model: str, where: Path, cfg, fixed_agent: str, docs: Path, memory: Path, seed: int):
-    """One model's designs for the shared prompts, played by the fixed agent and scored."""
+def probe(
+    model: str, where: Path, cfg, agent: str, tag: str, docs: Path, memory: Path, seed: int
+) -> Path:
+    """One model's designs for the shared prompts, played by one agent (TAG names it in
+    the files; the designs are shared by every agent) and scored."""
     where.mkdir(parents=True, exist_ok=True)
     log = where / "stages.log"
     sandbox = st.to_argv(dataclasses.replace(cfg.sandbox, packages=sandbox_packages(cfg)))
@@ -97,12 +102,13 @@ def probe(model: str, where: Path, cfg, fixed_agent: str, docs: Path, memory: Pa
         log,
     )
     plays = stage(
-        ["rollout", str(valid), *engine(fixed_agent), *st.to_argv(cfg.rollout), *sandbox]
-        + seed_args,
-        where / "rollouts.jsonl.zst",
+        ["rollout", str(valid), *engine(agent), *st.to_argv(cfg.rollout), *sandbox] + seed_args,
+        where / f"rollouts{tag}.jsonl.zst",
         log,
     )
-    return stage(["regret", str(plays), *st.to_argv(cfg.regret)], where / "scored.jsonl.zst", log)
+    return stage(
+        ["regret", str(plays), *st.to_argv(cfg.regret)], where / f"scored{tag}.jsonl.zst", log
+    )
 
 
 def measures(scored: Path) -> dict:
@@ -201,8 +207,10 @@ def plot(res: dict, path: Path) -> None:
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_yticks(range(len(names)), names)
     ax.invert_yaxis()
-    ax.set_xlabel("designer reward with a fixed agent: final model − start (90% interval)")
-    ax.set_title(f"the designer's policy, {res['prompts']} prompts, {res['memory']} memory")
+    ax.set_xlabel("designer reward: final designer − start (90% interval)")
+    ax.set_title(
+        f"{res['prompts']} prompts, {res['memory']} memory, played by the {res['agent']} agent"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -213,6 +221,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=mx.ROOT / "runs" / "micro-experiment")
     ap.add_argument("--prompts", type=int, default=90, help="design prompts per model")
     ap.add_argument("--memory", choices=("final", "library"), default="final")
+    ap.add_argument(
+        "--agent",
+        choices=("start", "final"),
+        default="start",
+        help="who plays both sides' designs: the micro model (start), or each run's own "
+        "final model, the agent its designer was trained to challenge",
+    )
     ap.add_argument("--seed", type=int, default=99, help="documents' and sampling seed")
     ap.add_argument("--reps", type=int, default=4000, help="bootstrap resamples")
     args = ap.parse_args()
@@ -246,23 +261,26 @@ def main() -> None:
         if not memory.exists():  # the fixed pool keeps no memory of designs
             memory = run / "memory-000.jsonl.zst"
         got = {}
-        for side, model in (("start", fixed_agent), ("final", str(run / last / "checkpoint"))):
+        final = str(run / last / "checkpoint")
+        agent, tag = (fixed_agent, "") if args.agent == "start" else (final, "-final-agent")
+        for side, model in (("start", fixed_agent), ("final", final)):
             print(f"probe {name}: {side} model ...", file=sys.stderr, flush=True)
             where = pdir / f"{name}-{args.memory}-{args.prompts}-{args.seed}" / side
-            got[side] = measures(probe(model, where, cfg, fixed_agent, docs, memory, args.seed))
+            got[side] = measures(probe(model, where, cfg, agent, tag, docs, memory, args.seed))
         runs[name] = compare(got["start"], got["final"], args.reps, args.seed)
     res = {
         "prompts": args.prompts,
         "memory": args.memory,
+        "agent": args.agent,
         "seed": args.seed,
         "reps": args.reps,
         "commit": mx.commit(),
         "seconds": round(time.time() - t0, 1),
         "runs": runs,
     }
-    path = args.out / f"designer-probe-{args.memory}.json"
+    path = args.out / f"designer-probe-{args.memory}-{args.agent}-agent.json"
     path.write_text(json.dumps(res, indent=1) + "\n")
-    plot(res, args.out / f"micro-designer-probe-{args.memory}.png")
+    plot(res, args.out / f"micro-designer-probe-{args.memory}-{args.agent}-agent.png")
     print(table(res))
     print(f"results: {path} ({res['seconds']:.0f} s)", file=sys.stderr)
 
