@@ -462,11 +462,14 @@ def test_demo_corpus_is_real_and_deterministic(demo, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert again.read_bytes() == demo.read_bytes()
-    # ... and by an interpreter of another name (python3 against python, say)
-    other = tmp_path / "python-by-another-name"
-    other.symlink_to(sys.executable)
+    # ... and by an interpreter of another name (python3 against python, say): its path is
+    # a default of platform.architecture, bound when platform is first imported
     third = tmp_path / "third.jsonl.zst"
-    r = subprocess.run([str(other), "-m", "spade_cli.corpus.demo", str(third)], capture_output=True)
+    renamed = (
+        "import sys; sys.executable += '-by-another-name'; "
+        "from spade_cli.corpus.demo import main; main([sys.argv[1]])"
+    )
+    r = subprocess.run([sys.executable, "-c", renamed, str(third)], capture_output=True)
     assert r.returncode == 0, r.stderr
     assert third.read_bytes() == demo.read_bytes()
     assert not any(sys.executable in d["text"] for d in docs)
