@@ -45,8 +45,8 @@ demo:
 micro-experiment *ARGS:
     python3 bench/micro_experiment.py {{ARGS}}
 
-# Each finished run's final designer against the micro model, on the same prompts and
-# with a fixed agent (bench/micro_designer_probe.py; after micro-experiment; ~10 minutes).
+# Each finished run's final designer against the model it started from, on the same
+# prompts, played by one agent (bench/micro_designer_probe.py; after micro-experiment).
 micro-designer-probe *ARGS:
     python3 bench/micro_designer_probe.py {{ARGS}}
 

@@ -27,7 +27,6 @@ loop runs them: forked from this process once it has imported torch.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import random
@@ -44,7 +43,7 @@ from spade_cli import declare as st  # noqa: E402
 from spade_cli import dedup  # noqa: E402
 from spade_cli.envs.validation import candidate_code  # noqa: E402
 from spade_cli.loop.config import load_config  # noqa: E402
-from spade_cli.loop.recipe import sandbox_packages  # noqa: E402
+from spade_cli.loop.recipe import engine_args, sandbox_args  # noqa: E402
 from spade_cli.loop.stage_process import run_command  # noqa: E402
 
 MIN_VALID = 5  # fewer valid designs on a side than this: no verdict
@@ -84,14 +83,17 @@ def probe(
     the files; the designs are shared by every agent) and scored."""
     where.mkdir(parents=True, exist_ok=True)
     log = where / "stages.log"
-    sandbox = st.to_argv(dataclasses.replace(cfg.sandbox, packages=sandbox_packages(cfg)))
-
-    def engine(m: str) -> list[str]:
-        return [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", m]
-
+    sandbox = sandbox_args(cfg)
     seed_args = ["--seed", str(seed)]
     cands = stage(
-        ["design", str(docs), *engine(model), *st.to_argv(cfg.design), "--memory", str(memory)]
+        [
+            "design",
+            str(docs),
+            *engine_args(cfg, model),
+            *st.to_argv(cfg.design),
+            "--memory",
+            str(memory),
+        ]
         + ["--round", "1", *seed_args],
         where / "candidates.jsonl.zst",
         log,
@@ -102,7 +104,8 @@ def probe(
         log,
     )
     plays = stage(
-        ["rollout", str(valid), *engine(agent), *st.to_argv(cfg.rollout), *sandbox] + seed_args,
+        ["rollout", str(valid), *engine_args(cfg, agent), *st.to_argv(cfg.rollout), *sandbox]
+        + seed_args,
         where / f"rollouts{tag}.jsonl.zst",
         log,
     )
@@ -258,8 +261,6 @@ def main() -> None:
         memory = run / (
             f"{last}/memory.jsonl.zst" if args.memory == "final" else "memory-000.jsonl.zst"
         )
-        if not memory.exists():  # the fixed pool keeps no memory of designs
-            memory = run / "memory-000.jsonl.zst"
         got = {}
         final = str(run / last / "checkpoint")
         agent, tag = (fixed_agent, "") if args.agent == "start" else (final, "-final-agent")

@@ -34,19 +34,26 @@ from .layout import (
 )
 
 
-def sandbox_packages(cfg: LoopConfig) -> list[str]:
+def sandbox_args(cfg: LoopConfig) -> list[str]:
+    """The sandbox flags of the stages that run designed code."""
     packages = list(cfg.sandbox.packages)
     if cfg.baseline.mode == "fixed-pool" and cfg.baseline.pool.startswith("reasoning-gym"):
         packages.append("reasoning-gym")
-    return list(dict.fromkeys(packages))
+    packages = list(dict.fromkeys(packages))
+    return st.to_argv(dataclasses.replace(cfg.sandbox, packages=packages))
+
+
+def engine_args(cfg: LoopConfig, model: str) -> list[str]:
+    """The engine flags of a stage that runs MODEL (the config's engine, another model)."""
+    return [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", model]
 
 
 def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
     d = round_dir(cfg, r)
     seed = str(cfg.seed * 1000 + r)
     model = model_of(cfg, r)
-    engine = [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model", model]
-    sandbox = st.to_argv(dataclasses.replace(cfg.sandbox, packages=sandbox_packages(cfg)))
+    engine = engine_args(cfg, model)
+    sandbox = sandbox_args(cfg)
     extra = cfg.extra_args.get
     mem = memory_in(cfg, r)
     docs, cands = d / "docs.jsonl.zst", d / "candidates.jsonl.zst"
@@ -433,7 +440,6 @@ def agent_steps(
     designer = cfg.baseline.mode == "spade" and train.role == "both"
     agent = dataclasses.replace(train, role="agent")
     replays = dataclasses.replace(cfg.rollout, conditions="nohint")
-    engine = [*st.to_argv(dataclasses.replace(cfg.model, path="")), "--model"]
     out: list[Stage] = []
     window: list[str] = []
     step_model = model
@@ -448,8 +454,7 @@ def agent_steps(
                     rollout_in,
                     [
                         *replay_args,
-                        *engine,
-                        step_model,
+                        *engine_args(cfg, step_model),
                         *st.to_argv(replays),
                         *sandbox,
                         "--seed",
