@@ -7,6 +7,7 @@ import pytest
 
 from spade_cli.engines import Generation, Sampling, load_engine, resolve_engine
 from spade_cli.errors import ResourceError, UsageError
+from tests.helpers import assert_same
 
 CONVS = [
     [{"role": "user", "content": "Write a new environment."}],
@@ -71,7 +72,7 @@ def test_hf_deterministic_with_seed(hf):
     s = Sampling(temperature=1.0, top_p=0.95, max_tokens=12, seed=123)
     a, b = hf.chat(CONVS, s), hf.chat(CONVS, s)
     assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
-    assert [g.logprobs for g in a] == [g.logprobs for g in b]
+    assert_same([g.logprobs for g in a], [g.logprobs for g in b])
     c = hf.chat(CONVS, Sampling(temperature=1.0, top_p=0.95, max_tokens=12, seed=124))
     assert [g.completion_ids for g in a] != [g.completion_ids for g in c]
 

@@ -13,7 +13,7 @@ from spade_cli.rollout import ModelAgent, ReplayAgent, RolloutStats, action_text
 from spade_cli.rollout import run_rollouts as _run_rollouts
 from spade_cli.sandbox import SandboxConfig
 
-from .helpers import run_cli
+from .helpers import assert_same, run_cli
 
 
 def run_rollouts(*args, **kw):
@@ -331,7 +331,7 @@ def test_tiny_model_rollouts_have_consistent_trajectories(engine, tiny_runs):
 @pytest.mark.slow
 def test_same_seed_same_rollouts_on_transformers(tiny_runs):
     a, b, c = tiny_runs
-    assert a == b
+    assert_same(a, b)  # logprobs up to float rounding (see `mismatch`)
     assert [e["completion_ids"] for r in a for e in episodes(r)] != [
         e["completion_ids"] for r in c for e in episodes(r)
     ]

@@ -11,7 +11,8 @@ copy of the raw logits).
 Seeds: generate samples from torch's global RNG, so a seed cannot follow one request
 through a shared batch as it does in vLLM. When requests carry seeds, each batch is run
 under a private RNG seeded from all its requests' seeds: the same call with the same
-seeds gives the same outputs (the determinism contract), but a request's output also
+seeds gives the same tokens (the determinism contract; logprobs agree up to float
+rounding, as CPU kernels may split their sums differently), but a request's output also
 depends on which other requests share its batch.
 
 On CPU, three costs that grow with the batch and the padding are cut (tokens unchanged,
