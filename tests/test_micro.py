@@ -108,6 +108,37 @@ def test_design_transcripts_are_the_micro_prompt_and_a_parsable_design(tiny_toke
     assert cls.level in LEVELS and cls.metadata["max_turns"] >= 1
 
 
+def test_design_transcripts_show_memory_as_the_published_policy_renders_it():
+    """Exemplars are the library's files and avoid lines are memory.avoid_line's, so a
+    round's prompts with a scored memory are not new to the pretrained designer."""
+    from spade_cli.design import Template
+    from spade_cli.memory import avoid_line
+    from spade_cli.skills import MICRO
+
+    rng, template = random.Random(2), Template.load("micro")
+    library = {p.stem: p.read_text().rstrip() for p in LIBRARY.glob("*.py")}
+    shown = avoided = 0
+    for _ in range(200):
+        (_, user, _) = (
+            m["content"] for m in tr.design_transcript(rng, template, [("t", "x")], MICRO).messages
+        )
+        for name, code in re.findall(
+            r"### Example \d: (\w+) — .*?\n```python\n(.*?)\n```", user, re.S
+        ):
+            assert code == library[name]
+            shown += 1
+        if m := re.search(
+            r"^Avoid tasks like (\w+) .*: it was (too easy|too hard), the agent won (\d+)%.*$",
+            user,
+            re.M,
+        ):
+            entry = {"name": m[1], "summary": re.search(r"\((.*)\)", m[0])[1]}
+            entry["scores"] = {"nohint": {"won_rate": int(m[3]) / 100}}
+            assert m[0] == avoid_line((entry, m[2]))
+            avoided += 1
+    assert shown > 100 and 60 < avoided < 140
+
+
 def test_the_loss_mask_covers_the_assistant_turns_only(tiny_tokenizer):
     from spade_cli.micro.model import encode
 

@@ -25,7 +25,10 @@ import time
 from pathlib import Path
 
 # 2: the switches name the switch their rule picks once the rule is known.
-RECIPE_VERSION = 2
+# 3: design prompts show memory as the published policy renders it (the library's entries
+#    as exemplars, an avoid line); before, an avoid line was new to the model and most
+#    designs under one were unplayable (docs/evidence.md).
+RECIPE_VERSION = 3
 DEFAULTS = dict(
     vocab_size=4096,
     hidden_size=128,

@@ -3,8 +3,9 @@
 Two kinds, each rendered through the very code the toolchain prompts with:
 
 - **design**: the micro design template (`prompts/design_micro.md`, filled by
-  `design.render` with a document excerpt, a target skill, a difficulty, sometimes
-  exemplars) -> a one-line description and a subclass of a family at a uniformly random
+  `design.render` with a document excerpt, a target skill, a difficulty, and memory as
+  the published policy renders it: sometimes the library's entries as exemplars,
+  sometimes an avoid line) -> a one-line description and a subclass of a family at a uniformly random
   level. The family matches the skill most of the time, not always: a weak designer
   that already writes valid code but knows nothing about which level pays.
 - **agent**: spade-rollout's micro agent prompt (`AgentPrompt("micro")`: system text, first
@@ -17,6 +18,7 @@ Two kinds, each rendered through the very code the toolchain prompts with:
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass
@@ -70,28 +72,18 @@ def design_transcript(
 
     source, text = rng.choice(documents)
     skill = rng.choice(skills)
-    family = (
-        world.SKILLS[skill.name].family
-        if rng.random() < match
-        else rng.choice(list(world.FAMILIES))
-    )
-    exemplars = []
-    for _ in range(rng.choice((0, 0, 1, 2))):
-        f = world.SKILLS[skill.name].family
-        n = DESIGN_NAME[f]
-        exemplars.append(
-            {
-                "name": re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower(),
-                "summary": SUMMARIES[f],
-                "code": design_code(f, n, rng.choice(world.LEVELS)),
-            }
-        )
+    own = world.SKILLS[skill.name].family
+    family = own if rng.random() < match else rng.choice(list(world.FAMILIES))
+    # Memory as the published policy shows it (spade-design --memory-policy published): up
+    # to two exemplars of the skill, sometimes an avoid line.
+    exemplars = [_memory_entry(rng, own, match) for _ in range(rng.choice((0, 0, 1, 2)))]
     values = {
         "document": text,
         "source": source,
         "skill": skill.prompt_text(),
         "difficulty": rng.choice(("easy", "medium", "medium", "hard")),
         "exemplars": format_exemplars(exemplars),
+        "avoid": _avoid_line(rng, own, match) if rng.random() < 0.5 else "",
     }
     messages = []
     if system := render(template.system, values).strip():
@@ -100,6 +92,42 @@ def design_transcript(
     answer = design_answer(family, DESIGN_NAME[family], rng.choice(world.LEVELS))
     messages.append({"role": "assistant", "content": answer})
     return Transcript(messages, "design")
+
+
+@functools.cache
+def _library_entries() -> dict[str, list[dict]]:
+    """Memory's first entries, by family: what the published policy shows as exemplars
+    and names in its avoid line, rendered by the code that renders memory."""
+    from ..envs.library import load_library
+    from ..memory import entries_from_library
+    from . import LIBRARY
+
+    by_family: dict[str, list[dict]] = {f: [] for f in world.FAMILIES}
+    for e in entries_from_library(load_library(LIBRARY)):
+        by_family[e["name"].rsplit("_l", 1)[0]].append(e)  # pool.env_name: family_lN
+    return by_family
+
+
+def _memory_entry(rng: random.Random, family: str, match: float) -> dict:
+    """An entry memory may show for a skill: mostly of the skill's family, as memory labels
+    an entry with the skill of the first design that played it, which may be another."""
+    if rng.random() >= match:
+        family = rng.choice(list(world.FAMILIES))
+    return rng.choice(_library_entries()[family])
+
+
+def _avoid_line(rng: random.Random, family: str, match: float) -> str:
+    """The published policy's avoid line about an entry the agent found too easy (mostly a
+    low level) or too hard (mostly a high one). The designer's answer does not follow it:
+    GRPO teaches what the line is worth."""
+    from ..memory import avoid_line
+
+    entry = _memory_entry(rng, family, match)
+    level = int(entry["name"].rsplit("_l", 1)[1])
+    easy = rng.random() < (max(world.LEVELS) - level) / (max(world.LEVELS) - 1)
+    won = rng.uniform(0.91, 1.0) if easy else rng.uniform(0.0, 0.09)
+    scored = {**entry, "scores": {"nohint": {"won_rate": won}}}
+    return avoid_line((scored, "too easy" if easy else "too hard"))
 
 
 # --------------------------------------------------------------------------- agent
