@@ -86,6 +86,9 @@ REWARDS = (
 LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
 FAMILY = re.compile(r"^\s*class\s+\w+\s*\(\s*(\w+)Env\s*\)", re.MULTILINE)
 FAMILIES = ("corridor", "code", "switch")
+# The families' levels (spade_micro.LEVELS). A design naming another level is refused by
+# its family (an import crash), and its number is no choice of difficulty to average.
+LEVELS = range(1, 7)
 
 
 def toml_value(v) -> str:
@@ -235,7 +238,7 @@ def round_metrics(rdir: Path) -> dict:
     for c in designed:
         code = ((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or ""
         m, fam = LEVEL.search(code), FAMILY.search(code)
-        if m:
+        if m and int(m[1]) in LEVELS:
             levels.append(int(m[1]))
             if fam:
                 cells.append((fam[1].lower(), int(m[1]), win_rate(c) if is_valid(c) else None))
@@ -249,7 +252,7 @@ def round_metrics(rdir: Path) -> dict:
         "designs": len(designed),
         "valid_rate": round(sum(map(is_valid, designed)) / len(designed), 4) if designed else None,
         "designer_reward": round(statistics.fmean(rewards), 4) if rewards else None,
-        "levels": {str(lv): levels.count(lv) for lv in range(1, 7)},
+        "levels": {str(lv): levels.count(lv) for lv in LEVELS},
         "mean_level": round(statistics.fmean(levels), 3) if levels else None,
         "win_rate_nohint": round(statistics.fmean(wins), 4) if wins else None,
         "plateau_share": round(sum(BAND[0] <= w <= BAND[1] for w in wins) / len(wins), 4)

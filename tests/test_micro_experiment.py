@@ -246,9 +246,11 @@ def test_round_metrics_split_the_designs_by_family(tmp_path):
             design("a", "Corridor", 2, True, wins(0.75)),
             design("b", "Corridor", 4, True, wins(0.25)),
             design("c", "Switch", 1, False, wins(None)),
+            design("d", "Switch", 25646662653, False, wins(None)),  # no level of the table
         ],
     )
     m = bench.round_metrics(tmp_path)
+    assert m["mean_level"] == 2.333 and sum(m["levels"].values()) == 3
     assert m["families"] == {
         "corridor": {"designs": 2, "mean_level": 3.0, "win_rate_nohint": 0.5},
         "switch": {"designs": 1, "mean_level": 1.0, "win_rate_nohint": None},
