@@ -5,8 +5,8 @@ Two kinds, each rendered through the very code the toolchain prompts with:
 - **design**: the micro design template (`prompts/design_micro.md`, filled by
   `design.render` with a document excerpt, a target skill, a difficulty, and memory as
   the published policy renders it: sometimes the library's entries as exemplars,
-  sometimes an avoid line) -> a one-line description and a subclass of a family at a uniformly random
-  level. The family matches the skill most of the time, not always: a weak designer
+  sometimes an avoid line) -> a one-line description and a subclass of a family at a
+  uniformly random level. The family matches the skill most of the time, not always: a weak designer
   that already writes valid code but knows nothing about which level pays.
 - **agent**: spade-rollout's micro agent prompt (`AgentPrompt("micro")`: system text, first
   observation, the hint appended as published in the hinted condition) -> the actions of
