@@ -43,6 +43,7 @@ from spade_cli import declare as st  # noqa: E402
 from spade_cli import dedup  # noqa: E402
 from spade_cli.envs.validation import candidate_code  # noqa: E402
 from spade_cli.loop.config import load_config  # noqa: E402
+from spade_cli.loop.layout import checkpoint_model, checkpoint_record  # noqa: E402
 from spade_cli.loop.recipe import engine_args, sandbox_args  # noqa: E402
 from spade_cli.loop.stage_process import run_command  # noqa: E402
 
@@ -219,6 +220,19 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def final_models(out: Path, results: dict) -> dict[str, str]:
+    """{run: final model} for each finished run: the model its last round's train stage
+    names, its own checkpoint or, when no group had a reward spread, the model it kept."""
+    last = f"round-{results['rounds']:03d}"
+    found = {}
+    for arm, seeds in results["runs"].items():
+        for seed in seeds:
+            rec = out / f"{arm}-s{seed}" / last / checkpoint_record()
+            if rec.exists():
+                found[f"{arm}-s{seed}"] = checkpoint_model(rec)
+    return found
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=mx.ROOT / "runs" / "micro-experiment")
@@ -236,12 +250,8 @@ def main() -> None:
     args = ap.parse_args()
     results = json.loads((args.out / "results.json").read_text())
     last = f"round-{results['rounds']:03d}"
-    names = [
-        f"{arm}-s{seed}"
-        for arm, seeds in results["runs"].items()
-        for seed in seeds
-        if (args.out / f"{arm}-s{seed}" / last / "checkpoint").is_dir()
-    ]
+    finals = final_models(args.out, results)
+    names = list(finals)
     if not names:
         raise SystemExit(f"{args.out}: no finished run to probe")
     fixed_agent = str(args.out / "micro-model")
@@ -262,7 +272,7 @@ def main() -> None:
             f"{last}/memory.jsonl.zst" if args.memory == "final" else "memory-000.jsonl.zst"
         )
         got = {}
-        final = str(run / last / "checkpoint")
+        final = finals[name]
         agent, tag = (fixed_agent, "") if args.agent == "start" else (final, "-final-agent")
         for side, model in (("start", fixed_agent), ("final", final)):
             print(f"probe {name}: {side} model ...", file=sys.stderr, flush=True)

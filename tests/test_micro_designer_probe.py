@@ -81,3 +81,23 @@ def test_the_interval_brackets_the_difference_and_excludes_zero_only_for_a_real_
     # a side with fewer valid designs than MIN_VALID gets no verdict, however far it moved
     few = probe.compare(side(start), side([1.0] * (probe.MIN_VALID - 1)), 2000, 0)
     assert few["interval"] is None and few["verdict"].startswith("too few valid designs")
+
+
+def test_a_run_whose_last_designer_step_kept_its_model_is_probed_with_that_model(tmp_path):
+    """A round with no reward spread leaves no `checkpoint` directory: its record names
+    the model it kept, and that is the run's final model."""
+    import orjson
+
+    def record(run: str, path: str, fmt: str) -> None:
+        rdir = tmp_path / run / "round-002"
+        rdir.mkdir(parents=True)
+        line = {"kind": "checkpoint", "path": path, "format": fmt}
+        (rdir / "checkpoint.jsonl").write_bytes(orjson.dumps(line) + b"\n")
+
+    record("spade-s0", str(tmp_path / "spade-s0" / "round-002" / "checkpoint-s4"), "unchanged")
+    record("spade-s1", str(tmp_path / "spade-s1" / "round-002" / "checkpoint"), "full")
+    results = {"rounds": 2, "runs": {"spade": {"0": {}, "1": {}, "2": {}}}}  # seed 2 unfinished
+    assert probe.final_models(tmp_path, results) == {
+        "spade-s0": str(tmp_path / "spade-s0" / "round-002" / "checkpoint-s4"),
+        "spade-s1": str(tmp_path / "spade-s1" / "round-002" / "checkpoint"),
+    }

@@ -18,7 +18,7 @@ from spade_cli.loop.config import load_config
 from spade_cli.loop.layout import Shell
 from spade_cli.loop.recipe import round_stages
 
-from .helpers import run_cli
+from .helpers import assert_same, run_cli
 from .test_loop import config_text, corpus, loop_cmd, records  # noqa: F401 - corpus is a fixture
 from .test_regret import cand, jsonl, parse
 
@@ -254,9 +254,11 @@ def test_run_killed_between_two_steps_resumes_to_the_same_records(two_step_run, 
             "scored-window.jsonl.zst",
             "memory.jsonl.zst",
         ):
-            assert records(run_b / rnd / name, run_b) == records(run_a / rnd / name, run_a), (
-                rnd,
-                name,
+            # logprobs up to float rounding (tests.helpers.mismatch), all else exact
+            assert_same(
+                records(run_b / rnd / name, run_b),
+                records(run_a / rnd / name, run_a),
+                f"{rnd}/{name}",
             )
 
 
