@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spade_cli.micro.ceiling import ceilings  # noqa: E402
+from spade_cli.micro.site.spade_micro import LEVELS  # noqa: E402
 from spade_cli.recordio import RecordReader  # noqa: E402
 
 ARMS = {
@@ -86,9 +87,6 @@ REWARDS = (
 LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
 FAMILY = re.compile(r"^\s*class\s+\w+\s*\(\s*(\w+)Env\s*\)", re.MULTILINE)
 FAMILIES = ("corridor", "code", "switch")
-# The families' levels (spade_micro.LEVELS). A design naming another level is refused by
-# its family (an import crash), and its number is no choice of difficulty to average.
-LEVELS = range(1, 7)
 
 
 def toml_value(v) -> str:
@@ -238,6 +236,8 @@ def round_metrics(rdir: Path) -> dict:
     for c in designed:
         code = ((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or ""
         m, fam = LEVEL.search(code), FAMILY.search(code)
+        # a level outside the families' table is refused (an import crash): no choice of
+        # difficulty to count
         if m and int(m[1]) in LEVELS:
             levels.append(int(m[1]))
             if fam:

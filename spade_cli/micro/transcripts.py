@@ -6,8 +6,8 @@ Two kinds, each rendered through the very code the toolchain prompts with:
   `design.render` with a document excerpt, a target skill, a difficulty, and memory as
   the published policy renders it: sometimes the library's entries as exemplars,
   sometimes an avoid line) -> a one-line description and a subclass of a family at a
-  uniformly random level. The family matches the skill most of the time, not always: a weak designer
-  that already writes valid code but knows nothing about which level pays.
+  uniformly random level. The family matches the skill most of the time, not always: a
+  weak designer that already writes valid code but knows nothing about which level pays.
 - **agent**: spade-rollout's micro agent prompt (`AgentPrompt("micro")`: system text, first
   observation, the hint appended as published in the hinted condition) -> the actions of
   a noisy expert, played against the real family classes. The expert acts only on what
@@ -76,7 +76,7 @@ def design_transcript(
     family = own if rng.random() < match else rng.choice(list(world.FAMILIES))
     # Memory as the published policy shows it (spade-design --memory-policy published): up
     # to two exemplars of the skill, sometimes an avoid line.
-    exemplars = [_memory_entry(rng, own, match) for _ in range(rng.choice((0, 0, 1, 2)))]
+    exemplars = [_memory_entry(rng, own, match)[0] for _ in range(rng.choice((0, 0, 1, 2)))]
     values = {
         "document": text,
         "source": source,
@@ -95,25 +95,24 @@ def design_transcript(
 
 
 @functools.cache
-def _library_entries() -> dict[str, list[dict]]:
-    """Memory's first entries, by family: what the published policy shows as exemplars
-    and names in its avoid line, rendered by the code that renders memory."""
+def _library_entries() -> dict[str, dict]:
+    """Memory's first entries by name (`pool.env_name`): what the published policy shows
+    as exemplars and names in its avoid line, rendered by the code that renders memory."""
     from ..envs.library import load_library
     from ..memory import entries_from_library
     from . import LIBRARY
 
-    by_family: dict[str, list[dict]] = {f: [] for f in world.FAMILIES}
-    for e in entries_from_library(load_library(LIBRARY)):
-        by_family[e["name"].rsplit("_l", 1)[0]].append(e)  # pool.env_name: family_lN
-    return by_family
+    return {e["name"]: e for e in entries_from_library(load_library(LIBRARY))}
 
 
-def _memory_entry(rng: random.Random, family: str, match: float) -> dict:
-    """An entry memory may show for a skill: mostly of the skill's family, as memory labels
-    an entry with the skill of the first design that played it, which may be another."""
+def _memory_entry(rng: random.Random, family: str, match: float) -> tuple[dict, int]:
+    """An entry memory may show for a skill, and its level: mostly of the skill's family,
+    as memory labels an entry with the skill of the first design that played it, which
+    may be another."""
     if rng.random() >= match:
         family = rng.choice(list(world.FAMILIES))
-    return rng.choice(_library_entries()[family])
+    level = rng.choice(world.LEVELS)
+    return _library_entries()[f"{family}_l{level}"], level  # pool.env_name
 
 
 def _avoid_line(rng: random.Random, family: str, match: float) -> str:
@@ -122,8 +121,7 @@ def _avoid_line(rng: random.Random, family: str, match: float) -> str:
     GRPO teaches what the line is worth."""
     from ..memory import avoid_line
 
-    entry = _memory_entry(rng, family, match)
-    level = int(entry["name"].rsplit("_l", 1)[1])
+    entry, level = _memory_entry(rng, family, match)
     easy = rng.random() < (max(world.LEVELS) - level) / (max(world.LEVELS) - 1)
     won = rng.uniform(0.91, 1.0) if easy else rng.uniform(0.0, 0.09)
     scored = {**entry, "scores": {"nohint": {"won_rate": won}}}
