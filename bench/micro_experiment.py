@@ -11,7 +11,9 @@ Arms (each `examples/micro.toml` with one change, `--seeds` seeds each):
                       whose exemplars it is shown (regret.shuffle_memory_scores): neither
                       its updates nor its prompts carry the signal
 and, on request, spade-invalid-penalty (SPADE with regret.invalid = penalty: the designer
-is also trained on its invalid designs, which the published recipe drops).
+is also trained on its invalid designs, which the published recipe drops) and
+spade-design-replay (SPADE whose agent steps rehearse the round's valid designs,
+train.design_replay = 1; spade_cli/train/design_replay.py).
 
 Per round it records the valid rate, the designer's reward (as it trained on it, and as a
 fixed agent, the micro model itself, sees the same designs), the levels the designs chose,
@@ -74,6 +76,9 @@ ARMS = {
     # Not one of the four, and not the published recipe (which drops invalid designs): the
     # designer is also trained on its invalid designs, at the invalid penalty.
     "spade-invalid-penalty": {"regret": {"invalid": "penalty"}},
+    # Not the published recipe either: the agent's steps also rehearse the round's valid
+    # designs (train.design_replay), against the agent's steps wearing the designs away.
+    "spade-design-replay": {"train": {"design_replay": 1.0}},
 }
 DEFAULT_ARMS = ("spade", "fixed-pool", "frozen-designer", "negative-control")
 # What makes two invocations' runs comparable, so that one results file holds both.

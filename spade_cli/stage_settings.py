@@ -716,6 +716,16 @@ class TrainSettings:
         one, and save them beside the new checkpoint, as one long-lived trainer would (full
         fine-tuning, one process or DDP).""",
     )
+    design_replay: float = option(
+        0.0,
+        "--design-replay",
+        min=0.0,
+        help="""Add this times the cross-entropy of one
+        valid design from the inputs (its answer given its prompt) to every optimizer step:
+        rehearses the designer's format while the agent trains the shared model
+        (train/design_replay.py; not in the published recipe; 0 = off). The loop gives it
+        to the agent's steps only.""",
+    )
     lora_r: int = option(0, "--lora-r", min=0, help="LoRA rank (0 = full fine-tuning).")
     lora_alpha: int = option(16, "--lora-alpha", min=1, help="LoRA alpha.")
     lora_dropout: float = option(0.0, "--lora-dropout", min=0.0, max=1.0, help="LoRA dropout.")

@@ -399,11 +399,13 @@ def lp_args(cfg: LoopConfig, r: int, write: bool) -> list[str]:
 
 
 def designer_step(train: TrainSettings) -> TrainSettings:
-    """The settings of the designer's own step: its learning rate and epochs where set."""
+    """The settings of the designer's own step: its learning rate and epochs where set,
+    and no design replay (the step trains on the designs' rewards themselves)."""
     lr, epochs = train.designer_learning_rate, train.designer_epochs
     return dataclasses.replace(
         train,
         role="designer",
+        design_replay=0.0,
         learning_rate=train.learning_rate if lr is None else lr,
         epochs=train.epochs if epochs is None else epochs,
     )

@@ -20,7 +20,9 @@ Overridden hooks (each calls TRL's own first or last):
   - `_compute_loss(model, inputs)`: multiplies the per-token loss by
     `inputs["importance_sampling_ratio"]` only when `use_vllm` and
     `vllm_importance_sampling_correction` are both set (and the loss is not vespo), and
-    reads neither flag for anything else: TIS sets both for the call alone;
+    reads neither flag for anything else: TIS sets both for the call alone.
+    With --design-replay the override adds the replayed design's loss to what TRL
+    returns, on training steps only;
   - `old_per_token_logps` in that output when TRL computed them (else TIS computes them).
 
 Private attributes and methods used:
@@ -92,6 +94,7 @@ class SpadeGRPOTrainer(GRPOTrainer):
     _spade_tis_cap: float | None = None
 
     _spade_optimizer_from = None  # optimizer.pt to resume AdamW from (optimizer_state.py)
+    _spade_replay = None  # design_replay.DesignReplay under --design-replay
 
     def create_optimizer(self, *args, **kwargs):
         optimizer = super().create_optimizer(*args, **kwargs)
@@ -157,6 +160,14 @@ class SpadeGRPOTrainer(GRPOTrainer):
             self._metrics["train"]["sampling/tis_weight_mean"].append(total / count)
 
     def _compute_loss(self, model, inputs):
+        loss = self._policy_loss(model, inputs)
+        if self._spade_replay is not None and model.training:
+            replay = self._spade_replay.loss(model)
+            self._metrics["train"]["losses/design_replay"].append(float(replay.detach()))
+            loss = loss + self._spade_replay.coef * replay
+        return loss
+
+    def _policy_loss(self, model, inputs):
         if "importance_sampling_ratio" not in inputs or self.use_vllm:
             return super()._compute_loss(model, inputs)
         saved = self.use_vllm, self.vllm_importance_sampling_correction
