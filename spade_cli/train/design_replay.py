@@ -10,8 +10,8 @@ the loss on the answer's tokens only), the way PPO-ptx mixes pretraining batches
 RLHF steps. Replayed designs carry no reward: which design to write stays the designer
 step's business, and every replayed answer already passed validation.
 
-Not in the published recipe, whose 30B model keeps its format over 4 agent steps: a
-named option, off by default. The loop gives it to the agent's steps only.
+Not in the published recipe: a named option, off by default. The loop gives it to the
+agent's steps only.
 """
 
 from __future__ import annotations

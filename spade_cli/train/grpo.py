@@ -387,6 +387,7 @@ def run(cfg: TrainJob) -> dict[str, Any] | None:
             "completions": stats.truncated_completions,
         },
         "processes": state.num_processes,
+        "replayed_designs": len(trainer._spade_replay.designs) if trainer._spade_replay else 0,
         "seconds": round(seconds, 3),
         "train_loss": float(result.training_loss),
     }
