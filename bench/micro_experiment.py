@@ -13,7 +13,8 @@ Arms (each `examples/micro.toml` with one change, `--seeds` seeds each):
 and, on request, spade-invalid-penalty (SPADE with regret.invalid = penalty: the designer
 is also trained on its invalid designs, which the published recipe drops) and
 spade-design-replay (SPADE whose agent steps rehearse the round's valid designs,
-train.design_replay = 1; spade_cli/train/design_replay.py).
+train.design_replay = 1; spade_cli/train/design_replay.py) with its own negative control,
+negative-control-design-replay.
 
 Per round it records the valid rate, the designer's reward (as it trained on it, and as a
 fixed agent, the micro model itself, sees the same designs), the levels the designs chose,
@@ -79,6 +80,11 @@ ARMS = {
     # Not the published recipe either: the agent's steps also rehearse the round's valid
     # designs (train.design_replay), against the agent's steps wearing the designs away.
     "spade-design-replay": {"train": {"design_replay": 1.0}},
+    # Its negative control: the same replay, the designer's rewards shuffled.
+    "negative-control-design-replay": {
+        "train": {"shuffle_designer_rewards": True, "design_replay": 1.0},
+        "regret": {"shuffle_memory_scores": True},
+    },
 }
 DEFAULT_ARMS = ("spade", "fixed-pool", "frozen-designer", "negative-control")
 # What makes two invocations' runs comparable, so that one results file holds both.
