@@ -156,3 +156,21 @@ def test_an_agent_run_with_replay_keeps_the_design_that_one_without_loses(
         assert bool(logged) == (coef == "1")
     assert after["1"] > before + 1.0
     assert after["1"] > after["0"] + 1.0
+
+
+def test_the_loop_gives_replay_to_the_agents_steps_not_the_designers(cli, tmp_path):
+    """train.design_replay reaches the window's agent steps; the designer's own step,
+    which trains on the designs' rewards, runs without it."""
+    from pathlib import Path
+
+    micro = (Path(__file__).resolve().parents[1] / "examples" / "micro.toml").read_text()
+    cfg = tmp_path / "replay.toml"
+    cfg.write_text(micro.replace("[train]\n", "[train]\ndesign_replay = 1.0\n", 1))
+    r = cli("loop", cfg, "--print-commands", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    trains = [c for c in r.stdout.decode().split("\n") if c.lstrip().startswith("spade-train ")]
+    agent = [c for c in trains if "--role agent" in c]
+    designer = [c for c in trains if "--role designer" in c]
+    assert len(agent) == 4 and len(designer) == 1
+    assert all("--design-replay 1.0" in c for c in agent)
+    assert "--design-replay" not in designer[0]

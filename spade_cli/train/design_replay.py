@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..logs import log
 from ..recordio import RecordReader
 from .samples import refusal
 
@@ -73,3 +74,16 @@ class DesignReplay:
         logits = model(input_ids=ids, logits_to_keep=len(answer) + 1).logits[0, :-1]
         target = torch.tensor(answer, device=device)
         return F.cross_entropy(logits.float(), target)
+
+
+def design_replay_for(coef: float, inputs: list[str], seed: int) -> DesignReplay | None:
+    """The replay a run with --design-replay COEF trains with, or None (off, or no valid
+    design in its inputs)."""
+    if coef <= 0:
+        return None
+    designs = valid_designs(inputs)
+    if not designs:
+        log.warning("--design-replay: no valid design in the inputs; training without replay")
+        return None
+    log.info("design replay: %d valid designs, coefficient %g", len(designs), coef)
+    return DesignReplay(designs, coef, seed)

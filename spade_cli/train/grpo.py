@@ -21,7 +21,7 @@ from ..errors import DataError, ResourceError, UsageError
 from ..logs import log
 from . import optimizer_state
 from .config import LOSS_TYPES, TrainJob
-from .design_replay import DesignReplay, valid_designs
+from .design_replay import design_replay_for
 from .feeder import StoredRollouts, quiet_padding_warning, stored_reward
 from .samples import BuildStats, Sample, mix_groups, read_groups
 
@@ -195,18 +195,6 @@ def load_policy(cfg: TrainJob, bf16: bool) -> tuple[Any, Any, str]:
     return model, tokenizer, kind
 
 
-def _design_replay(cfg: TrainJob) -> DesignReplay | None:
-    """The designs --design-replay rehearses, or None (off, or no valid design to replay)."""
-    if cfg.design_replay <= 0:
-        return None
-    designs = valid_designs(cfg.inputs)
-    if not designs:
-        log.warning("--design-replay: no valid design in the inputs; training without replay")
-        return None
-    log.info("design replay: %d valid designs, coefficient %g", len(designs), cfg.design_replay)
-    return DesignReplay(designs, cfg.design_replay, cfg.seed)
-
-
 # --------------------------------------------------------------------------- the run
 
 
@@ -310,7 +298,7 @@ def build_trainer(
     trainer._spade_rollouts = rollouts
     trainer._spade_checked, trainer._spade_logp_warn = False, cfg.logprob_warn
     trainer._spade_tis_cap = cfg.tis_cap if cfg.tis else None
-    trainer._spade_replay = _design_replay(cfg)
+    trainer._spade_replay = design_replay_for(cfg.design_replay, cfg.inputs, cfg.seed)
     if cfg.optimizer_state == "carry":
         trainer._spade_optimizer_from = optimizer_state.saved_in(cfg.model)
     # TRL's printer dumps every log dict to stdout; MetricsFile logs one compact line instead.
