@@ -10,8 +10,11 @@ the loss on the answer's tokens only), the way PPO-ptx mixes pretraining batches
 RLHF steps. Replayed designs carry no reward: which design to write stays the designer
 step's business, and every replayed answer already passed validation.
 
-Not in the published recipe: a named option, off by default. The loop gives it to the
-agent's steps only.
+What it costs: cloning the model's own designs also sharpens its choices. In the micro
+world it kept every design well formed, but the levels narrowed under shuffled designer
+rewards as under the real ones, and the agent, trained on fewer distinct environments,
+gained less (docs/evidence.md). Not in the published recipe: a named option, off by
+default. The loop gives it to the agent's steps only.
 """
 
 from __future__ import annotations
