@@ -9,7 +9,7 @@ import pytest
 from spade_cli.train.design_replay import DesignReplay, valid_designs
 
 from .helpers import run_cli
-from .test_train import _enc, episode, write
+from .test_train import _enc, episode, training_batch, write
 
 
 def _played(cid, prompt, answer, eps, valid=True, **extra):
@@ -80,7 +80,7 @@ def test_the_agent_loss_gains_coef_times_the_designs_loss(tiny_model, tiny_token
     import torch
 
     from spade_cli.train.config import TrainJob
-    from spade_cli.train.grpo import build_trainer, load_groups
+    from spade_cli.train.grpo import load_groups
 
     prompt, answer, eps = _round(tiny_tokenizer)
     data = write(tmp_path / "r.jsonl", [_played("a", prompt, answer, eps)])
@@ -93,11 +93,7 @@ def test_the_agent_loss_gains_coef_times_the_designs_loss(tiny_model, tiny_token
             role="agent",
             design_replay=coef,
         )
-        groups, _ = load_groups(cfg)
-        trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / f"w{coef}"))
-        trainer.model.train()
-        trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
-        inputs = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        trainer, inputs = training_batch(cfg, load_groups(cfg)[0], tmp_path / f"w{coef}")
         with torch.no_grad():
             total = float(trainer.compute_loss(trainer.model, inputs))
             replay = DesignReplay([(prompt, answer)], coef or 1.0, 0).loss(trainer.model)

@@ -337,6 +337,16 @@ def seq_logprob(model, prompt, completion, mask):
     return float((lp * torch.tensor(mask, dtype=torch.float)).sum())
 
 
+def training_batch(cfg, groups, work: Path):
+    """A trainer built for `cfg`, in training mode, and its first prepared micro-batch."""
+    from spade_cli.train.grpo import build_trainer
+
+    trainer, _, _ = build_trainer(cfg, groups, str(work))
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    return trainer, trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+
+
 TRAIN_ARGS = [
     "--role",
     "both",
@@ -979,7 +989,6 @@ def test_tis_weights_the_designer_loss_by_the_behaviour_logprobs(tiny_model, tok
     from transformers import AutoModelForCausalLM
 
     from spade_cli.train.config import TrainJob
-    from spade_cli.train.grpo import build_trainer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     prompt = _enc(tok, "Design environment number 0.")
@@ -1007,10 +1016,7 @@ def test_tis_weights_the_designer_loss_by_the_behaviour_logprobs(tiny_model, tok
             designer_baseline="group",
         )
         groups, _ = read_groups(cfg.inputs, role="designer", designer_baseline="group")
-        trainer, _, _ = build_trainer(cfg, groups, str(tmp_path / "w"))
-        trainer.model.train()
-        trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
-        inputs = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        trainer, inputs = training_batch(cfg, groups, tmp_path / "w")
         trainer.model.zero_grad()
         trainer.compute_loss(trainer.model, inputs).backward()
         weights = inputs.get("importance_sampling_ratio")
