@@ -248,6 +248,15 @@ class ValidateSettings:
         help="""Candidates validated concurrently
         (one sandboxed worker each).""",
     )
+    copies: str = option(
+        "reject",
+        "--copies",
+        choices=("reject", "allow"),
+        help="""reject: a design whose code is a copy
+        of an earlier candidate's or a memory entry's is invalid (`duplicate`); allow: copies
+        are checked like any design, as the published validity check does (it only loads,
+        resets and steps them). spade-regret's --dedup decides what a copy earns.""",
+    )
     near: float | None = option(
         None,
         "--near",

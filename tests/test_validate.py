@@ -212,6 +212,18 @@ def test_near_duplicates_only_when_asked():
     assert "similar to memory entry env-nim" in out[0]["validation"]["detail"]
 
 
+def test_copies_are_checked_like_any_design_when_allowed():
+    """--copies allow: a copy of memory and of an earlier design is run through the
+    checks, as the published validity check would, and can be valid."""
+    nim = LIB["nim"]["env"]["code"]
+    memory = [{"id": "env-nim", "code": nim}]
+    recs = [design("a", fenced(nim)), design("b", fenced("# again\n" + nim))]
+    out = list(validate_records(recs, opener(config()), memory=memory, seeds=1, copies="allow"))
+    assert [r["validation"]["valid"] for r in out] == [True, True], out
+    rejected = list(validate_records(recs, _never, memory=memory, seeds=1))
+    assert [r["validation"]["reason"] for r in rejected] == ["duplicate", "duplicate"]
+
+
 def test_replayed_env_is_not_a_duplicate_of_memory():
     nim = LIB["nim"]["env"]["code"]
     memory = [{"id": "env-nim", "code": nim}]

@@ -96,6 +96,7 @@ def validate(
         workers=settings.workers,
         memory=mem,
         near=settings.near,
+        copies=settings.copies,
         stats=stats,
         candidate_timeout=settings.candidate_timeout,
         contract=settings.contract,

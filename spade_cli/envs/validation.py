@@ -8,7 +8,8 @@
      of the memory given with `memory=` -- makes a later copy a duplicate; near
      duplicates too when `near=` sets a Jaccard threshold. Only designs count: a
      replayed or library candidate is never a duplicate of memory. With --shard, each
-     shard only sees its own batch;
+     shard only sees its own batch. `copies="allow"` skips this check, as the published
+     validity check has none;
   3. the checks of `checks.validate_code`, in one sandboxed worker per candidate (and a
      second one, of another identity, that replays each seed), `workers` candidates at
      a time.
@@ -102,6 +103,7 @@ def validate_records(
     workers: int = 2,
     memory: list[dict] | None = None,
     near: float | None = None,
+    copies: str = "reject",
     stats: Counter | None = None,
     candidate_timeout: float | None = 120.0,
     contract: str = "auto",
@@ -118,6 +120,8 @@ def validate_records(
     from .. import dedup
     from ..sandbox import imap_pool
 
+    if copies not in ("reject", "allow"):
+        raise ValueError(f"copies must be reject or allow, not {copies!r}")
     # Threshold above 1 makes the index exact-only.
     index = dedup.DedupIndex(threshold=near if near is not None else 1.01)
     memory_keys: set[str] = set()
@@ -138,7 +142,7 @@ def validate_records(
             exclude = frozenset() if from_design else frozenset(memory_keys)
             match = index.find(code, exclude=exclude)
             index.add(str(rec.get("id")), code)
-            if match is not None:
+            if match is not None and copies == "reject":
                 what = "memory entry" if match.key in memory_keys else "candidate"
                 how = (
                     "same code as" if match.how == "exact" else f"{match.similarity:.0%} similar to"
