@@ -130,6 +130,17 @@ def validate_records(
             index.add(str(e.get("id") or e.get("name")), e["code"])
             memory_keys.add(str(e.get("id") or e.get("name")))
 
+    def check_not_a_copy(rec: dict, code: str) -> None:
+        """`duplicate` for a copy of an earlier candidate or of memory; else index it."""
+        from_design = rec.get("origin", "design") == "design"
+        exclude = frozenset() if from_design else frozenset(memory_keys)
+        match = index.find(code, exclude=exclude)
+        index.add(str(rec.get("id")), code)
+        if match is not None:
+            what = "memory entry" if match.key in memory_keys else "candidate"
+            how = "same code as" if match.how == "exact" else f"{match.similarity:.0%} similar to"
+            raise Rejected("duplicate", f"{how} {what} {match.key}")
+
     def prepare(rec: dict) -> tuple[dict, str | None, list[int], Verdict | None]:
         """Host-side checks, in input order (duplicates depend on what came before)."""
         code = candidate_code(rec)
@@ -138,16 +149,8 @@ def validate_records(
         try:
             check_code_present(code)
             check_syntax(code)
-            from_design = rec.get("origin", "design") == "design"
-            exclude = frozenset() if from_design else frozenset(memory_keys)
-            match = index.find(code, exclude=exclude)
-            index.add(str(rec.get("id")), code)
-            if match is not None and copies == "reject":
-                what = "memory entry" if match.key in memory_keys else "candidate"
-                how = (
-                    "same code as" if match.how == "exact" else f"{match.similarity:.0%} similar to"
-                )
-                raise Rejected("duplicate", f"{how} {what} {match.key}")
+            if copies == "reject":
+                check_not_a_copy(rec, code)
         except Rejected as r:
             return (
                 rec,
