@@ -14,7 +14,9 @@ and, on request, spade-invalid-penalty (SPADE with regret.invalid = penalty: the
 is also trained on its invalid designs, which the published recipe drops) and
 spade-design-replay (SPADE whose agent steps rehearse the round's valid designs,
 train.design_replay = 1; spade_cli/train/design_replay.py) with its own negative control,
-negative-control-design-replay.
+negative-control-design-replay; spade-first-round-replay and
+negative-control-first-round-replay rehearse round 1's designs instead, which the starting
+model wrote (loop.replayed_designs = first-round).
 
 Per round it records the valid rate, the designer's reward (as it trained on it, and as a
 fixed agent, the micro model itself, sees the same designs), the levels the designs chose,
@@ -82,6 +84,17 @@ ARMS = {
     "spade-design-replay": {"train": {"design_replay": 1.0}},
     # Its negative control: the same replay, the designer's rewards shuffled.
     "negative-control-design-replay": {
+        "train": {"shuffle_designer_rewards": True, "design_replay": 1.0},
+        "regret": {"shuffle_memory_scores": True},
+    },
+    # The same replay of round 1's designs, which the starting model wrote: the format
+    # without the trained model's own choices (loop.replayed_designs), and its control.
+    "spade-first-round-replay": {
+        "loop": {"replayed_designs": "first-round"},
+        "train": {"design_replay": 1.0},
+    },
+    "negative-control-first-round-replay": {
+        "loop": {"replayed_designs": "first-round"},
         "train": {"shuffle_designer_rewards": True, "design_replay": 1.0},
         "regret": {"shuffle_memory_scores": True},
     },

@@ -735,6 +735,14 @@ class TrainSettings:
         (train/design_replay.py; not in the published recipe; 0 = off). The loop gives it
         to the agent's steps only.""",
     )
+    design_replay_from: list[str] = option(
+        None,
+        "--design-replay-from",
+        factory=list,
+        help="""Records whose valid designs
+        --design-replay rehearses instead of the inputs' (repeatable), e.g. the first
+        round's, which the starting model wrote before any training.""",
+    )
     lora_r: int = option(0, "--lora-r", min=0, help="LoRA rank (0 = full fine-tuning).")
     lora_alpha: int = option(16, "--lora-alpha", min=1, help="LoRA alpha.")
     lora_dropout: float = option(0.0, "--lora-dropout", min=0.0, max=1.0, help="LoRA dropout.")

@@ -1,4 +1,5 @@
-"""--design-replay: the agent's steps rehearse the round's valid designs."""
+"""--design-replay: the agent's steps rehearse valid designs (the round's, or another
+file's with --design-replay-from)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,31 @@ def test_the_agent_loss_gains_coef_times_the_designs_loss(tiny_model, tiny_token
     assert mixed - plain == pytest.approx(0.5 * design_loss, rel=1e-4)
 
 
+def test_replay_from_other_records_rehearses_their_designs_not_the_inputs(
+    tiny_model, tiny_tokenizer, tmp_path
+):
+    from spade_cli.train.config import TrainJob
+    from spade_cli.train.grpo import load_groups
+
+    prompt, answer, eps = _round(tiny_tokenizer)
+    first = _enc(tiny_tokenizer, "class Hall(Env):\n    level = 1\n```")
+    data = write(tmp_path / "r.jsonl", [_played("a", prompt, answer, eps)])
+    earlier = write(tmp_path / "first.jsonl", [_played("f", prompt, first, [])])
+    replayed = {}
+    for name, sources in (("inputs", []), ("first", [str(earlier)])):
+        cfg = TrainJob(
+            model=str(tiny_model),
+            output_dir=str(tmp_path / name),
+            inputs=[str(data)],
+            role="agent",
+            design_replay=1.0,
+            design_replay_from=sources,
+        )
+        trainer, _ = training_batch(cfg, load_groups(cfg)[0], tmp_path / f"w-{name}")
+        replayed[name] = trainer._spade_replay.designs
+    assert replayed == {"inputs": [(prompt, answer)], "first": [(prompt, first)]}
+
+
 @pytest.mark.slow  # two real training runs through the CLI
 def test_an_agent_run_with_replay_keeps_the_design_that_one_without_loses(
     tiny_model, tiny_tokenizer, tmp_path
@@ -170,3 +196,25 @@ def test_the_loop_gives_replay_to_the_agents_steps_not_the_designers(cli, tmp_pa
     assert len(agent) == 4 and len(designer) == 1
     assert all("--design-replay 1.0" in c for c in agent)
     assert "--design-replay" not in designer[0]
+
+
+def test_the_loop_replays_round_ones_designs_when_asked(cli, tmp_path):
+    """loop.replayed_designs = "first-round": every round's agent steps rehearse the
+    designs round 1 scored (the starting model's), never the designer's step."""
+    from pathlib import Path
+
+    micro = (Path(__file__).resolve().parents[1] / "examples" / "micro.toml").read_text()
+    cfg = tmp_path / "replay.toml"
+    cfg.write_text(
+        micro.replace("[train]\n", "[train]\ndesign_replay = 1.0\n", 1).replace(
+            "[loop]\n", '[loop]\nreplayed_designs = "first-round"\n', 1
+        )
+    )
+    r = cli("loop", cfg, "--print-commands", "--round", "3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    trains = [c for c in r.stdout.decode().split("\n") if c.lstrip().startswith("spade-train ")]
+    agent = [c for c in trains if "--role agent" in c]
+    designer = [c for c in trains if "--role designer" in c]
+    first = "--design-replay-from runs/micro/round-001/scored.jsonl.zst"
+    assert len(agent) == 4 and all(first in c for c in agent)
+    assert "--design-replay-from" not in designer[0]

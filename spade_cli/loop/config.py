@@ -84,6 +84,15 @@ class LoopSettings:
         the fixed pool, and the pretrained micro model (spade-init-model --kind micro, cached)
         is the base model.""",
     )
+    replayed_designs: str = option(
+        "round",
+        cli=False,
+        choices=("round", "first-round"),
+        help="""The valid designs
+        the agent's steps rehearse under train.design_replay: round (the round's own, those
+        the step trains on) or first-round (round 1's, which the starting model wrote before
+        any training: the designer's format without the trained model's choices).""",
+    )
     report_to: list[str] = option(
         cli=False,
         factory=list,

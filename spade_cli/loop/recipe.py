@@ -406,6 +406,7 @@ def designer_step(train: TrainSettings) -> TrainSettings:
         train,
         role="designer",
         design_replay=0.0,
+        design_replay_from=[],
         learning_rate=train.learning_rate if lr is None else lr,
         epochs=train.epochs if epochs is None else epochs,
     )
@@ -441,6 +442,8 @@ def agent_steps(
     n = cfg.loop.agent_steps
     designer = cfg.baseline.mode == "spade" and train.role == "both"
     agent = dataclasses.replace(train, role="agent")
+    if train.design_replay > 0 and cfg.loop.replayed_designs == "first-round":
+        agent = dataclasses.replace(agent, design_replay_from=[str(round_dir(cfg, 1) / SCORED)])
     replays = dataclasses.replace(cfg.rollout, conditions="nohint")
     out: list[Stage] = []
     window: list[str] = []

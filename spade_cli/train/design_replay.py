@@ -79,14 +79,16 @@ class DesignReplay:
         return F.cross_entropy(logits.float(), target)
 
 
-def design_replay_for(coef: float, inputs: list[str], seed: int) -> DesignReplay | None:
+def design_replay_for(coef: float, sources: list[str], seed: int) -> DesignReplay | None:
     """The replay a run with --design-replay COEF trains with, or None (off, or no valid
-    design in its inputs)."""
+    design in `sources`: its inputs, or the files of --design-replay-from)."""
     if coef <= 0:
         return None
-    designs = valid_designs(inputs)
+    designs = valid_designs(sources)
     if not designs:
-        log.warning("--design-replay: no valid design in the inputs; training without replay")
+        log.warning(
+            "--design-replay: no valid design in %s; training without replay", ", ".join(sources)
+        )
         return None
     log.info("design replay: %d valid designs, coefficient %g", len(designs), coef)
     return DesignReplay(designs, coef, seed)

@@ -298,7 +298,9 @@ def build_trainer(
     trainer._spade_rollouts = rollouts
     trainer._spade_checked, trainer._spade_logp_warn = False, cfg.logprob_warn
     trainer._spade_tis_cap = cfg.tis_cap if cfg.tis else None
-    trainer._spade_replay = design_replay_for(cfg.design_replay, cfg.inputs, cfg.seed)
+    trainer._spade_replay = design_replay_for(
+        cfg.design_replay, cfg.design_replay_from or cfg.inputs, cfg.seed
+    )
     if cfg.optimizer_state == "carry":
         trainer._spade_optimizer_from = optimizer_state.saved_in(cfg.model)
     # TRL's printer dumps every log dict to stdout; MetricsFile logs one compact line instead.
