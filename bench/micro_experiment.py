@@ -598,6 +598,15 @@ def summary(results: dict) -> str:
             if any(values):
                 table.append(_row([arm, *(_f(_mean(v), ".2f") for v in values)]))
     n = max(len(r["rounds"]) for runs in results["runs"].values() for r in runs.values())
+    refs = [
+        i["reference_seconds"] for i in results.get("invocations", []) if "reference_seconds" in i
+    ]
+    if refs:  # what a wall time means: how fast the machine ran the fixed workload
+        rows += [
+            "",
+            f"Wall times from a machine whose reference workload took "
+            f"{min(refs):.2f} to {max(refs):.2f} s (`reference_seconds`).",
+        ]
     out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
     for title, table in (
@@ -756,6 +765,18 @@ def packages() -> dict[str, str]:
     return out
 
 
+def reference_seconds() -> float:
+    """Seconds this machine takes for a fixed pure-Python workload (ten million additions),
+    recorded beside each invocation's wall time. A million-parameter model's stages spend
+    most of their time in the interpreter, so the ratio of two machines' figures is how
+    their wall times compare; "2 cores" alone does not say it."""
+    t = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return round(time.perf_counter() - t, 2)
+
+
 def commit() -> str:
     try:
         return subprocess.run(
@@ -835,6 +856,8 @@ def main() -> None:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     log = out / "experiment.log"
+    reference = reference_seconds()
+    print(f"machine: the reference workload took {reference:.2f} s", file=sys.stderr)
     t0 = time.time()
 
     model = out / "micro-model"
@@ -909,6 +932,7 @@ def main() -> None:
             "arms": arms,
             "seeds": seeds,
             "wall_seconds": results["wall_seconds"],
+            "reference_seconds": reference,
         }
     )
     path = out / "results.json"

@@ -110,6 +110,10 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
         "| 0.15 → 0.25; 0.25 → 0.15 | 50% |"
     ) in text
     assert "| 10.0 / 6.0 | 5.0 min |" in text
+    assert "reference workload" not in text  # no invocation measured the machine
+    results["invocations"] = [{"reference_seconds": 2.35}, {"reference_seconds": 0.8}]
+    assert "whose reference workload took 0.80 to 2.35 s" in bench.summary(results)
+    del results["invocations"]
     assert "| spade | 0.200 | 0.250 | 0.250 | 0.350 |" in text  # mean over seeds per round
     bench.report(results, tmp_path)
     assert (tmp_path / "summary.md").read_text() == text
