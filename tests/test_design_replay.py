@@ -218,3 +218,7 @@ def test_the_loop_replays_round_ones_designs_when_asked(cli, tmp_path):
     first = "--design-replay-from runs/micro/round-001/scored.jsonl.zst"
     assert len(agent) == 4 and all(first in c for c in agent)
     assert "--design-replay-from" not in designer[0]
+    cfg.write_text(micro.replace("[loop]\n", '[loop]\nreplayed_designs = "first-round"\n', 1))
+    r = cli("loop", cfg, "--print-commands", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "'loop.replayed_designs' chooses what train.design_replay rehearses" in r.stderr.decode()

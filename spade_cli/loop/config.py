@@ -191,6 +191,11 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
             f"{source}: 'loop.agent_steps' above 1 needs [train] enabled with role "
             f"agent or both (the steps are agent updates)"
         )
+    if cfg.loop.replayed_designs != "round" and cfg.train.design_replay <= 0:
+        raise UsageError(
+            f"{source}: 'loop.replayed_designs' chooses what train.design_replay rehearses; "
+            f"set train.design_replay above 0 (it is off)"
+        )
     own_step = (cfg.train.designer_learning_rate, cfg.train.designer_epochs)
     if any(v is not None for v in own_step) and cfg.loop.agent_steps == 1:
         raise UsageError(

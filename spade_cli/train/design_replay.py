@@ -13,8 +13,11 @@ step's business, and every replayed answer already passed validation.
 What it costs: cloning the model's own designs also sharpens its choices. In the micro
 world it kept every design well formed, but the levels narrowed under shuffled designer
 rewards as under the real ones, and the agent, trained on fewer distinct environments,
-gained less (docs/evidence.md). Not in the published recipe: a named option, off by
-default. The loop gives it to the agent's steps only.
+gained less (docs/evidence.md). So the designs can come from elsewhere
+(`--design-replay-from`): the loop's `loop.replayed_designs = "first-round"` replays round
+1's, which the starting model wrote, a fixed set that does not follow the trained model's
+choices. Not in the published recipe: a named option, off by default. The loop gives it
+to the agent's steps only.
 """
 
 from __future__ import annotations
