@@ -602,10 +602,13 @@ def summary(results: dict) -> str:
         i["reference_seconds"] for i in results.get("invocations", []) if "reference_seconds" in i
     ]
     if refs:  # what a wall time means: how fast the machine ran the fixed workload
+        took = (
+            f"{min(refs):.2f}" if min(refs) == max(refs) else f"{min(refs):.2f} to {max(refs):.2f}"
+        )
         rows += [
             "",
-            f"Wall times from a machine whose reference workload took "
-            f"{min(refs):.2f} to {max(refs):.2f} s (`reference_seconds`).",
+            f"Wall times from a machine whose reference workload took {took} s "
+            "(`reference_seconds`).",
         ]
     out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]

@@ -113,6 +113,8 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
     assert "reference workload" not in text  # no invocation measured the machine
     results["invocations"] = [{"reference_seconds": 2.35}, {"reference_seconds": 0.8}]
     assert "whose reference workload took 0.80 to 2.35 s" in bench.summary(results)
+    results["invocations"] = [{"reference_seconds": 0.64}]
+    assert "whose reference workload took 0.64 s" in bench.summary(results)
     del results["invocations"]
     assert "| spade | 0.200 | 0.250 | 0.250 | 0.350 |" in text  # mean over seeds per round
     bench.report(results, tmp_path)

@@ -278,3 +278,22 @@ def test_a_run_from_before_agent_steps_resumes_with_the_default(tmp_path):
     Loop(cfg).check_config()  # the same run: one agent step a round
     with pytest.raises(UsageError, match="different config"):
         Loop(cfg_of(runs_dir=str(tmp_path), loop={"agent_steps": 2})).check_config()
+
+
+def test_a_run_from_before_a_new_field_resumes_while_the_field_holds_its_default(tmp_path):
+    """A version that adds an option (here train.design_replay_from, loop.replayed_designs)
+    resumes the runs an older one started; a value other than the default is another run."""
+    from spade_cli.loop.config import to_dict
+    from spade_cli.loop.runner import Loop
+
+    cfg = cfg_of(runs_dir=str(tmp_path))
+    old = to_dict(cfg)
+    del old["train"]["design_replay_from"], old["loop"]["replayed_designs"]
+    cfg.run_dir.mkdir(parents=True)
+    (cfg.run_dir / "config.json").write_bytes(orjson.dumps(old))
+    Loop(cfg).check_config()
+    assert "design_replay_from" in orjson.loads((cfg.run_dir / "config.json").read_bytes())["train"]
+    (cfg.run_dir / "config.json").write_bytes(orjson.dumps(old))
+    other = cfg_of(runs_dir=str(tmp_path), train={"design_replay_from": ["first.jsonl"]})
+    with pytest.raises(UsageError, match="different config"):
+        Loop(other).check_config()

@@ -117,6 +117,21 @@ def _copy_atomic(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
+def without_newer_defaults(current: dict, old: dict, defaults: dict) -> dict:
+    """`current` less the fields an older run's config lacks and that hold their default:
+    a field added since the run started, at the default, is the behaviour the run had."""
+    out = {}
+    for key, value in current.items():
+        if key not in old:
+            if value != defaults.get(key):
+                out[key] = value
+        elif isinstance(value, dict) and isinstance(old[key], dict):
+            out[key] = without_newer_defaults(value, old[key], defaults.get(key) or {})
+        else:
+            out[key] = value
+    return out
+
+
 class Loop:
     def __init__(self, cfg: LoopConfig):
         self.cfg = cfg
@@ -140,8 +155,7 @@ class Loop:
         frozen = {k: v for k, v in current.items() if k != "rounds"}
         if path.exists():
             old = orjson.loads(path.read_bytes())
-            if "loop" not in old and frozen.get("loop") == to_dict(LoopConfig())["loop"]:
-                frozen.pop("loop")  # a run from before [loop] existed: it had one step a round
+            frozen = without_newer_defaults(frozen, old, to_dict(LoopConfig()))
             if {k: v for k, v in old.items() if k != "rounds"} != frozen:
                 raise UsageError(
                     f"{self.run_dir}: holds a run with a different config; use another name "
