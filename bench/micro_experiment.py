@@ -771,8 +771,9 @@ def packages() -> dict[str, str]:
 def reference_seconds() -> float:
     """Seconds this machine takes for a fixed pure-Python workload (ten million additions),
     recorded beside each invocation's wall time. A million-parameter model's stages spend
-    most of their time in the interpreter, so the ratio of two machines' figures is how
-    their wall times compare; "2 cores" alone does not say it."""
+    much of their time in the interpreter and little in large matrix products, so the
+    ratio of two machines' figures says roughly how their wall times compare, which
+    "2 cores" does not."""
     t = time.perf_counter()
     total = 0
     for i in range(10_000_000):

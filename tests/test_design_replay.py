@@ -131,6 +131,17 @@ def test_replay_from_other_records_rehearses_their_designs_not_the_inputs(
     assert replayed == {"inputs": [(prompt, answer)], "first": [(prompt, first)]}
 
 
+def test_replay_from_without_a_coefficient_is_a_usage_error(tiny_model, tmp_path):
+    from spade_cli.errors import UsageError
+    from spade_cli.train.config import TrainJob
+    from spade_cli.train.grpo import check_config
+
+    cfg = TrainJob(model=str(tiny_model), output_dir=str(tmp_path / "o"))
+    check_config(cfg)
+    with pytest.raises(UsageError, match="--design-replay-from is only used with"):
+        check_config(TrainJob(**{**cfg.__dict__, "design_replay_from": ["first.jsonl"]}))
+
+
 @pytest.mark.slow  # two real training runs through the CLI
 def test_an_agent_run_with_replay_keeps_the_design_that_one_without_loses(
     tiny_model, tiny_tokenizer, tmp_path

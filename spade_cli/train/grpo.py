@@ -92,6 +92,8 @@ def check_config(cfg: TrainJob) -> None:
         raise UsageError("--beta must be >= 0")
     if cfg.ref_model and cfg.beta == 0:
         raise UsageError("--ref-model is only used with --beta > 0 (the KL term)")
+    if cfg.design_replay_from and cfg.design_replay <= 0:
+        raise UsageError("--design-replay-from is only used with --design-replay > 0")
     out = Path(cfg.output_dir)
     if out.exists() and any(out.iterdir()) and not cfg.overwrite:
         raise UsageError(
