@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from . import pyparse
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -131,7 +133,7 @@ def _fallback_text(code: str) -> str:
 
 def _parse(code: str) -> ast.AST | None:
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     _strip_docstrings(tree)

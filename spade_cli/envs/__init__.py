@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
+from .. import pyparse
+
 # An opening fence with a python language tag; the block runs to the next fence line.
 _BLOCK = re.compile(
     r"^[ \t]*```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)^[ \t]*```[ \t]*$",
@@ -35,7 +37,7 @@ def module_summary(code: str) -> str:
     """The first line of the module docstring (or of the first class docstring): the
     one-line summary shown in the environment memory (at most 160 characters)."""
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return ""
     doc = ast.get_docstring(tree)

@@ -29,7 +29,6 @@ Under either contract every episode played feeds `depends_on_actions`: the verdi
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import random
@@ -37,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import pyparse
 from ..errors import SpadeError
 from .contracts import published_protocol, resolve_contract
 from .leaks import hint_leak
@@ -79,7 +79,7 @@ def check_code_present(code: str | None) -> str:
 def check_syntax(code: str) -> None:
     """Parsing and compiling run on the host; nothing is executed."""
     try:
-        compile(ast.parse(code), "<env>", "exec", dont_inherit=True)
+        pyparse.compile_checked(code, "<env>")
     except SyntaxError as e:
         raise Rejected("syntax_error", f"line {e.lineno}: {e.msg}") from None
     except (ValueError, MemoryError, RecursionError) as e:

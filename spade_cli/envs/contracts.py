@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 
-from ..sandbox.published import detect_contract
+from .. import pyparse
+from ..sandbox.published import detect_contract as _detect_contract
 
 __all__ = [
     "detect_contract",
@@ -36,6 +37,12 @@ ACTION_FORMATS = ("auto", "plain", "boxed")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _TOOL_BASE = re.compile(r"\bToolUseBaseEnv\b")
 _TOOL_OR_ANSWER = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL)
+
+
+def detect_contract(code: str) -> str:
+    """The sandbox's `detect_contract`, run on the host under the parse lock (pyparse)."""
+    with pyparse.LOCK:
+        return _detect_contract(code)
 
 
 def resolve_contract(code: str, wanted: str) -> str:

@@ -14,6 +14,7 @@ import ast
 import os
 from pathlib import Path
 
+from .. import pyparse
 from ..records import make_id, new_record
 from . import module_summary
 
@@ -67,7 +68,7 @@ def _literal_metadata(tree: ast.Module) -> dict:
 
 
 def _family(code: str) -> str:
-    doc = ast.get_docstring(ast.parse(code)) or ""
+    doc = ast.get_docstring(pyparse.parse(code)) or ""
     for line in doc.splitlines():
         if line.strip().lower().startswith("family:"):
             return line.split(":", 1)[1].strip()
@@ -83,7 +84,7 @@ def load_library(dir: str | Path | None = None) -> list[dict]:
         if path.name.startswith("_"):
             continue
         code = path.read_text()
-        meta = _literal_metadata(ast.parse(code))
+        meta = _literal_metadata(pyparse.parse(code))
         out.append(
             {
                 "name": meta.get("name") or path.stem,

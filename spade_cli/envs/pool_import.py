@@ -34,6 +34,7 @@ import io
 import json
 from pathlib import Path
 
+from .. import pyparse
 from ..errors import DataError
 from ..records import make_id, new_record
 from ..sandbox.published import PUBLISHED_MAX_TURNS
@@ -119,7 +120,7 @@ def read_manifest(path: Path) -> dict[str, dict]:
 def _static_name(code: str, fallback: str) -> tuple[str, int | None]:
     """(class name or metadata name, max_turns) without running anything."""
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return fallback, None
     meta = _literal_metadata(tree)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any
 
-from .. import dedup
+from .. import dedup, pyparse
 from ..errors import DataError
 from ..recordio import RecordReader, RecordWriter
 from ..records import make_id, new_record
@@ -82,7 +82,7 @@ def summary_of(env: dict) -> str:
     import ast
 
     try:
-        tree = ast.parse(env.get("code", ""))
+        tree = pyparse.parse(env.get("code", ""))
     except (SyntaxError, ValueError):
         return ""
     for node in ast.walk(tree):
