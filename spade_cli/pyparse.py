@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import ast
 import threading
-from typing import Any
 
 # Held by every host-side parse, including code that must parse with plain `ast` (the
 # sandbox's published.py, which the host also calls: envs/contracts.py).
 LOCK = threading.Lock()
 
 
-def parse(source: str, *args: Any, **kwargs: Any) -> ast.Module:
+def parse(source: str) -> ast.Module:
     with LOCK:
-        return ast.parse(source, *args, **kwargs)
+        return ast.parse(source)
 
 
 def compile_checked(source: str, filename: str) -> None:
