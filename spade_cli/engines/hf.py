@@ -23,6 +23,10 @@ once for the whole generation instead of being copied by `torch.cat` at every st
 and attention with grouped KV heads goes through sdpa's `enable_gqa` instead of
 materialising repeated keys and values per layer and step (transformers does that
 whenever an attention mask is present, i.e. for every padded batch).
+
+Also on CPU, prefills continue earlier ones (prefix.py): a multi-turn episode's next
+prompt is its last prompt plus the action and the new observation, so only those tokens
+are run, not the whole history again.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from collections import defaultdict
 from ..errors import ResourceError
 from ..records import stable_hash
 from .base import Engine, Generation, Sampling, as_list, cut_at_stop, first_line
+from .prefix import PREFIX_STORE_BYTES, PrefixStore, prefill
 
 log = logging.getLogger("spade")
 
@@ -78,6 +83,7 @@ class HFEngine(Engine):
             except ValueError as e:  # a transformers that refuses registered functions: plain sdpa
                 log.debug("hf engine keeps sdpa attention: %s", first_line(e))
         self._n_layers: int | None = None  # of a plain full-attention KV cache; 0: another kind
+        self._prefixes = PrefixStore(PREFIX_STORE_BYTES)
         self.device = device
         # None: every sequence of a call in one generate (callers bound their batches).
         self.max_batch_size = max(1, int(max_batch_size)) if max_batch_size else None
@@ -207,10 +213,12 @@ class HFEngine(Engine):
         """A KV cache with room reserved for the whole generation (`_reserved_layer_class`),
         or None (generate's own) where the model's cache is not plain full attention.
 
-        When the prompts differ in length it comes filled with every prompt but its last
-        token, left-padded to `width - 1`, each distinct prompt run alone: a padded batch
+        It comes filled with every prompt but its last token, left-padded to `width - 1`,
+        each distinct prompt run alone from its longest stored prefix: a padded batch
         prefill spends attention and MLP work on every pad and, being masked, cannot use
-        the causal kernel. `generate` then runs only the last prompt token."""
+        the causal kernel. `generate` then runs only the last prompt token. Distinct
+        prompts of one length with nothing stored are left to generate's own prefill,
+        one padless batch."""
         import torch
         from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
@@ -225,22 +233,14 @@ class HFEngine(Engine):
         capacity = width + new_tokens
         cache = DynamicCache()
         cache.layers = [_reserved_layer_class()(capacity) for _ in range(self._n_layers)]
-        if len({len(p) for p in prompts}) == 1 or min(len(p) for p in prompts) < 2:
+        if min(len(p) for p in prompts) < 2:
             return cache
-        keep = (
-            {"logits_to_keep": 1}
-            if getattr(self.lm, "_supports_logits_to_keep", lambda: False)()
-            else {}
-        )
-        done: dict[tuple, list] = {}
+        distinct = list(dict.fromkeys(tuple(p[:-1]) for p in prompts))
+        if len({len(p) for p in prompts}) == 1 and len(distinct) > 1:
+            if not any(self._prefixes.longest(key) for key in distinct):
+                return cache  # one padless batch prefill beats one forward per prompt
+        done = prefill(self.lm, self._prefixes, distinct, self._pad, self.device)
         with torch.inference_mode():
-            for p in prompts:
-                key = tuple(p[:-1])
-                if key not in done:
-                    out = self.lm(
-                        input_ids=torch.tensor([key], device=self.device), use_cache=True, **keep
-                    )
-                    done[key] = [(x.keys, x.values) for x in out.past_key_values.layers]
             for li, layer in enumerate(cache.layers):
                 k0, v0 = done[tuple(prompts[0][:-1])][li]
                 keys = k0.new_zeros((len(prompts), k0.shape[1], capacity, k0.shape[3]))
