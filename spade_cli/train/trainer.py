@@ -33,6 +33,8 @@ Private attributes and methods used:
     function name; ours is `feeder.stored_reward`);
   - `_metrics["train"]` (a defaultdict(list) of what `log` averages);
   - `accelerator` (gather, reduce, is_main_process).
+  - `trl.trainer.utils._use_triton`, the name `_fused_forward` reads to decide whether to
+    score only the labelled positions (`score_labelled_positions_only`).
 Our own attributes carry the prefix `_spade_` (set in grpo.build_trainer) so they cannot
 collide with TRL's. How stored samples enter TRL's data path (`rollout_func`) is in
 feeder.py, with its own list.
@@ -74,6 +76,29 @@ _RENAME = {
 }
 
 
+def score_labelled_positions_only() -> None:
+    """Make TRL's fused LM head score only the completion's positions on every device.
+
+    TRL projects only the labelled positions (the completion, not the prompt or the pads)
+    through the LM head where it runs its Triton kernels, and every position elsewhere,
+    so that the tile shapes stay fixed for devices that recompile on a new shape. A CPU
+    does not recompile: there the prompt and pad positions were most of the LM head's
+    work, a third of a micro-model step. The log-probabilities are the same (TRL sets the
+    unlabelled ones to 0 either way); the kernel module keeps its own `_use_triton`, so
+    the CPU still folds the tiles in torch."""
+    from trl.kernels.chunked_logprob import _use_triton
+    from trl.trainer import utils as trl_utils
+
+    if getattr(trl_utils._use_triton, "_spade", False):
+        return
+
+    def compact(device) -> bool:
+        return device.type == "cpu" or _use_triton(device)
+
+    compact._spade = True
+    trl_utils._use_triton = compact
+
+
 def namespaced(logs: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for k, v in logs.items():
@@ -95,6 +120,10 @@ class SpadeGRPOTrainer(GRPOTrainer):
 
     _spade_optimizer_from = None  # optimizer.pt to resume AdamW from (optimizer_state.py)
     _spade_replay = None  # design_replay.DesignReplay under --design-replay
+
+    def __init__(self, *args, **kwargs):
+        score_labelled_positions_only()
+        super().__init__(*args, **kwargs)
 
     def create_optimizer(self, *args, **kwargs):
         optimizer = super().create_optimizer(*args, **kwargs)
