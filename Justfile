@@ -59,9 +59,9 @@ designer-bandit *ARGS:
 micro-reading *ARGS:
     python3 bench/micro_reading.py {{ARGS}}
 
-# Run the test suite (GPU tests skip without a GPU).
+# Run the test suite (GPU tests skip without a GPU); the 20 slowest are listed at the end.
 test *ARGS:
-    python3 -m pytest -q {{ARGS}}
+    python3 -m pytest -q --durations=20 {{ARGS}}
 
 # The fast tier: every test but the slow and the Slurm ones (about 3 minutes on 2 cores).
 test-fast *ARGS:

@@ -123,8 +123,14 @@ def reference(shared):
     return round_dir(shared, "loop")
 
 
+# Every Slurm job is a fresh interpreter importing torch and TRL (15 to 20 s on a slow
+# 2-core machine): two rounds of 29 jobs came to 900 s there, where the loop forking its
+# stages takes about 65. The tests check the records, not the speed.
+SUBMIT_TIMEOUT = 1800
+
+
 def submit(
-    cluster: dict, *args, wait: bool = True, timeout: float = 900
+    cluster: dict, *args, wait: bool = True, timeout: float = SUBMIT_TIMEOUT
 ) -> subprocess.CompletedProcess:
     cmd = [str(SUBMIT), *(["--wait"] if wait else []), *map(str, args)]
     return subprocess.run(cmd, env=cluster, capture_output=True, text=True, timeout=timeout)
