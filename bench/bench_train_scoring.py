@@ -1,5 +1,5 @@
-"""An agent step of the micro world with the LM head scoring only the completion's
-positions against TRL's CPU default of scoring every position, side by side.
+"""An agent step of the micro world with the LM head scoring only the model's own tokens,
+every completion token, and every position (TRL's CPU default), side by side.
 
     python bench/bench_train_scoring.py              # k=8, 2 repeats
     python bench/bench_train_scoring.py --quick      # k=4, 1 repeat
@@ -7,11 +7,18 @@ positions against TRL's CPU default of scoring every position, side by side.
 The micro model (the shipped build) plays every environment of the micro library (three
 families, six levels), k episodes per condition, as a micro round's `spade-rollout` does;
 then `spade-train --role agent` trains on those rollouts with examples/micro.toml's
-settings, alternately with spade's `score_labelled_positions_only` (the default) and
-with it switched off (TRL's own CPU path: the LM head projects the prompt and the pads
-too, and their log-probabilities are set to 0 after), each a fresh process. Printed: each
-step's seconds as spade-train records them (its checkpoint record), the ratio, and the largest difference between
-the two sides' losses (the same samples and seed: only float rounding may differ).
+settings, once per mode in turn, each a fresh process:
+
+  model-tokens    the default: the environment's tokens in a multi-turn completion are
+                  not labelled (`scored_only_where_model_wrote`), and the LM head
+                  projects only the labelled positions (`score_labelled_positions_only`);
+  completion      every completion token labelled, the observations included;
+  every-position  also TRL's own CPU path: the LM head projects the prompt and the pads
+                  too, and their log-probabilities are set to 0 after.
+
+Printed: each step's seconds as spade-train records them (its checkpoint record), the
+ratios, and the largest difference between each mode's losses and the default's (the
+same samples and seed: only float rounding may differ).
 """
 
 from __future__ import annotations
@@ -34,12 +41,14 @@ from spade_cli.micro import LIBRARY  # noqa: E402
 from spade_cli.micro.model import WEIGHTS  # noqa: E402
 from spade_cli.recordio import write_records  # noqa: E402
 
-MODES = ("labelled", "every-position")
-# The child a mode runs in: spade-train, with TRL's own choice restored for "every-position".
+MODES = ("model-tokens", "completion", "every-position")
+# The child a mode runs in: spade-train, with the default's scoring undone mode by mode.
 CHILD = """
-import sys
+import contextlib, sys
+import spade_cli.train.trainer as t
+if sys.argv[1] in ("completion", "every-position"):
+    t.scored_only_where_model_wrote = lambda model, inputs: contextlib.nullcontext(inputs)
 if sys.argv[1] == "every-position":
-    import spade_cli.train.trainer as t
     t.score_labelled_positions_only = lambda: None
 sys.argv = ["spade", "train", *sys.argv[2:]]
 from spade_cli.__main__ import main
@@ -109,13 +118,14 @@ def main() -> None:
                     f"{rec['steps']} optimizer steps",
                     flush=True,
                 )
-    labelled, every = (statistics.median(seconds[m]) for m in MODES)
-    diff = max(abs(a - b) for a, b in zip(losses[MODES[0]], losses[MODES[1]], strict=True))
-    print(
-        f"\nmedians of {args.repeat}: {every:.1f}s scoring every position, {labelled:.1f}s "
-        f"scoring the completion's: {every / labelled:.2f}x\n"
-        f"largest difference between the two sides' losses: {diff:.2e}"
-    )
+    median = {m: statistics.median(seconds[m]) for m in MODES}
+    print(f"\nmedians of {args.repeat}:")
+    for m in MODES:
+        diff = max(abs(a - b) for a, b in zip(losses[m], losses[MODES[0]], strict=True))
+        print(
+            f"  {m:>14}: {median[m]:6.1f}s, {median[m] / median[MODES[0]]:.2f}x the default's; "
+            f"losses within {diff:.2e} of its"
+        )
 
 
 if __name__ == "__main__":

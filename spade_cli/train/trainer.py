@@ -22,7 +22,11 @@ Overridden hooks (each calls TRL's own first or last):
     `vllm_importance_sampling_correction` are both set (and the loss is not vespo), and
     reads neither flag for anything else: TIS sets both for the call alone.
     With --design-replay the override adds the replayed design's loss to what TRL
-    returns, on training steps only;
+    returns, on training steps only. Its forward must be one `model(..., labels=...)`
+    call over the whole micro-batch, with the completion as the labels' last
+    `tool_mask.shape[1]` columns, and positions labelled -100 must come back with
+    log-probability and entropy 0 (`scored_only_where_model_wrote`); it reads
+    `old_per_token_logps` and `ref_per_token_logps` from `inputs`;
   - `old_per_token_logps` in that output when TRL computed them (else TIS computes them).
 
 Private attributes and methods used:
@@ -45,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +102,39 @@ def score_labelled_positions_only() -> None:
 
     compact._spade = True
     trl_utils._use_triton = compact
+
+
+@contextmanager
+def scored_only_where_model_wrote(model, inputs: dict):
+    """The loss's forward with the environment's tokens unlabelled: TRL labels every
+    completion token, so its fused LM head projects the observations of a multi-turn
+    completion (nine in ten of a micro agent's completion tokens) only for the loss to
+    mask them (`tool_mask`, our env_mask). Unlabelled, their log-probabilities are 0
+    and are never computed; the old and reference log-probabilities there are set to 0
+    too, so every masked ratio is exp(0) rather than exp(-logp), which could overflow to
+    inf and make inf x 0 a NaN. Yields the inputs to use."""
+    env = inputs.get("tool_mask")
+    if env is None or bool(env.all()):
+        yield inputs
+        return
+    inputs = dict(inputs)
+    for key in ("old_per_token_logps", "ref_per_token_logps"):
+        if inputs.get(key) is not None:
+            inputs[key] = inputs[key] * env
+
+    def unlabel(module, args, kwargs):
+        labels = kwargs.get("labels")
+        if labels is None or labels.shape[0] != env.shape[0] or labels.shape[1] < env.shape[1]:
+            return None  # not the loss's forward over this batch: left as it is
+        labels = labels.clone()
+        labels[:, -env.shape[1] :][env == 0] = -100
+        return args, {**kwargs, "labels": labels}
+
+    handle = model.register_forward_pre_hook(unlabel, with_kwargs=True)
+    try:
+        yield inputs
+    finally:
+        handle.remove()
 
 
 def namespaced(logs: dict[str, Any]) -> dict[str, Any]:
@@ -197,14 +235,15 @@ class SpadeGRPOTrainer(GRPOTrainer):
         return loss
 
     def _policy_loss(self, model, inputs):
-        if "importance_sampling_ratio" not in inputs or self.use_vllm:
-            return super()._compute_loss(model, inputs)
-        saved = self.use_vllm, self.vllm_importance_sampling_correction
-        self.use_vllm, self.vllm_importance_sampling_correction = True, True
-        try:
-            return super()._compute_loss(model, inputs)
-        finally:
-            self.use_vllm, self.vllm_importance_sampling_correction = saved
+        with scored_only_where_model_wrote(model, inputs) as inputs:
+            if "importance_sampling_ratio" not in inputs or self.use_vllm:
+                return super()._compute_loss(model, inputs)
+            saved = self.use_vllm, self.vllm_importance_sampling_correction
+            self.use_vllm, self.vllm_importance_sampling_correction = True, True
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self.use_vllm, self.vllm_importance_sampling_correction = saved
 
     def _use_stored_advantages(self, output):
         """Designer rows carry their own advantage (samples.py): it replaces TRL's group
