@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spade_cli.micro.ceiling import ceilings  # noqa: E402
-from spade_cli.micro.site.spade_micro import LEVELS  # noqa: E402
+from spade_cli.micro.site.spade_micro import LEVELS, SYMBOLS  # noqa: E402
 from spade_cli.recordio import RecordReader  # noqa: E402
 
 ARMS = {
@@ -111,6 +111,10 @@ REWARDS = (
 LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
 FAMILY = re.compile(r"^\s*class\s+\w+\s*\(\s*(\w+)Env\s*\)", re.MULTILINE)
 FAMILIES = ("corridor", "code", "switch")
+# What the agent answers in the micro world: a symbol (codes, switches) or a corridor's
+# command. An answer with no code block that ends in one of these has an action where the
+# closing fence belongs: the agent's steps wearing the designs down.
+ACTIONS = {*SYMBOLS, "left", "right", "enter"}
 
 
 def toml_value(v) -> str:
@@ -269,6 +273,11 @@ def round_metrics(rdir: Path) -> dict:
                 if is_valid(c) and (c.get("score") or {}).get("reward") is not None:
                     scores.append((f"{fam[1].lower()}/L{m[1]}", c["score"]))
     wins = [w for w in map(win_rate, valid) if w is not None]
+    malformed = [
+        (c.get("design") or {}).get("text") or ""
+        for c in designed
+        if (c.get("validation") or {}).get("reason") == "no_code"
+    ]
     rewards = [
         c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
     ]
@@ -284,6 +293,10 @@ def round_metrics(rdir: Path) -> dict:
         else None,
         "families": family_metrics(cells),
         "landscape": landscape(scores),
+        "malformed": len(malformed),
+        "malformed_action_end": sum(
+            t.rstrip("\n").rsplit("\n", 1)[-1].strip() in ACTIONS for t in malformed
+        ),
     }
 
 
@@ -612,6 +625,7 @@ def summary(results: dict) -> str:
         ]
     out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
+    out += sampling_error(results)
     for title, table in (
         ("Share of valid designs in the plateau band (mean over seeds):", plateau),
         ("Entropy of the chosen levels in bits (uniform: 2.58; mean over seeds):", spread),
@@ -619,7 +633,51 @@ def summary(results: dict) -> str:
         if table:
             out += ["", title, "", _row(["arm", *(f"round {i}" for i in range(1, n))])]
             out += ["|---|" + "---|" * (n - 1), *table]
-    return "\n".join(out + family_table(results) + landscape_table(results)) + "\n"
+    tables = family_table(results) + erosion_table(results) + landscape_table(results)
+    return "\n".join(out + tables) + "\n"
+
+
+def sampling_error(results: dict) -> list[str]:
+    """How far one held-out figure moves by chance: each is the pass rate of eval_items
+    sampled episodes, so its binomial standard error at the final rates bounds the noise
+    of one seed's gain (round 0's figure is the same measurement in every run)."""
+    n = results.get("eval_items")
+    if not n:
+        return []
+    finals = [
+        r["rounds"][-1]["heldout"]["all"]
+        for runs in results["runs"].values()
+        for r in runs.values()
+    ]
+    errs = [math.sqrt(p * (1 - p) / n) for p in finals]
+    return [
+        "",
+        f"Each held-out figure is the pass rate of {n} sampled episodes: at the final rates "
+        f"above its binomial standard error is {min(errs):.3f} to {max(errs):.3f}, so one "
+        f"seed's gain is known to about ±{2 * max(errs):.2f} (two standard errors).",
+    ]
+
+
+def erosion_table(results: dict) -> list[str]:
+    """Per designer arm and round, summed over seeds: the answers refused for holding no
+    code block, and how many of them end in an agent action where the fence belongs."""
+    rows, n = [], 0
+    for arm, runs in results["runs"].items():
+        bad = by_round(runs, lambda x: x.get("malformed"))[1:]
+        acts = by_round(runs, lambda x: x.get("malformed_action_end"))[1:]
+        designed = any(x.get("designs") for r in runs.values() for x in r["rounds"][1:])
+        if not designed or not any(bad):  # no designer, or results from before the count
+            continue
+        n = max(n, len(bad))
+        rows.append(_row([arm, *(f"{sum(a)} / {sum(b)}" for a, b in zip(acts, bad, strict=True))]))
+    if not rows:
+        return []
+    title = (
+        "Answers with no code block per round, summed over seeds: those ending in an agent "
+        "action (a symbol, left, right or enter) / all of them:"
+    )
+    head = _row(["arm", *(f"round {i}" for i in range(1, n + 1))])
+    return ["", title, "", head, "|---|" + "---|" * n, *rows]
 
 
 def family_table(results: dict) -> list[str]:

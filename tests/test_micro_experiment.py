@@ -295,6 +295,45 @@ def test_the_landscape_pools_valid_designs_per_family_and_level_and_half(tmp_pat
     assert "fixed-pool" not in table
 
 
+def test_answers_with_no_code_block_are_counted_with_those_ending_in_an_action(tmp_path):
+    def malformed(cid, text):
+        rec = design(cid, "Corridor", 1, False, {})
+        rec.pop("env")
+        return {
+            **rec,
+            "validation": {"valid": False, "reason": "no_code"},
+            "design": {"text": text},
+        }
+
+    head = "```python\nfrom spade_micro import CorridorEnv\n\n\nclass Hall(CorridorEnv):\n    level = 1\n"
+    write_records(
+        str(tmp_path / "scored.jsonl.zst"),
+        [
+            design("ok", "Corridor", 2, True, {"reward": 0.5}),
+            malformed("s", head + "s"),  # a switch's symbol where the fence belongs
+            malformed("left", head + "left\n"),  # a corridor's command
+            malformed("cut", head),  # no action: the answer just stops
+            {**design("crash", "Switch", 9, False, {}), "validation": {"reason": "import_crash"}},
+        ],
+    )
+    m = bench.round_metrics(tmp_path)
+    assert (m["malformed"], m["malformed_action_end"]) == (3, 2)
+    run = {"rounds": [{"round": 0, "heldout": {"all": 0.25}}, {**m, "heldout": {"all": 0.4}}]}
+    none = {**m, "malformed": 0, "malformed_action_end": 0, "heldout": {"all": 0.4}}
+    runs = {"0": run, "1": {"rounds": [run["rounds"][0], none]}}
+    table = "\n".join(bench.erosion_table({"runs": {"spade": runs}}))
+    assert "| spade | 2 / 3 |" in table  # summed over the seeds
+    fixed = {"0": {"rounds": [run["rounds"][0], {"designs": 0, "heldout": {"all": 0.3}}]}}
+    assert "fixed-pool" not in "\n".join(bench.erosion_table({"runs": {"fixed-pool": fixed}}))
+
+
+def test_the_sampling_error_of_a_held_out_figure_is_binomial_over_its_episodes():
+    runs = {"0": {"rounds": [{"heldout": {"all": 0.25}}, {"heldout": {"all": 0.4}}]}}
+    line = bench.sampling_error({"eval_items": 216, "runs": {"spade": runs}})[-1]
+    assert "is 0.033 to 0.033" in line and "about ±0.07" in line  # sqrt(0.4 * 0.6 / 216)
+    assert bench.sampling_error({"runs": {"spade": runs}}) == []  # older results: no count
+
+
 def test_the_results_name_the_versions_of_the_packages_that_decide_the_figures(monkeypatch):
     import torch
     import transformers
