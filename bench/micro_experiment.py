@@ -23,9 +23,10 @@ fixed agent, the micro model itself, sees the same designs), the levels the desi
 the no-hint win rate on the round's environments, the share of valid designs whose win
 rate lies in the plateau band [0.4, 0.6], and the held-out solve rate (`spade-eval --suite
 micro` on the round's checkpoint, sampled at the agent's temperature, on seeds no round
-plays). Round 0 is the micro model itself, once for all arms. The summary reads the
-held-out figures against their ceiling (spade_cli/micro/ceiling.py: what a flawless
-agent wins without the hint), and lays out the designer's landscape: per family and
+plays), and the answers refused for holding no code block, with those that end in an
+agent action. Round 0 is the micro model itself, once for all arms. The summary states a
+held-out figure's sampling error, reads the figures against their ceiling
+(spade_cli/micro/ceiling.py: what a flawless agent wins without the hint), and lays out the designer's landscape: per family and
 level, the valid designs' reward, no-hint win rate and regret. The loop runs the held-out
 suite itself (its [eval] table), and the fixed agent plays every round's designs in one
 rollout after the loop: a run starts Python three times, not once per measurement.
