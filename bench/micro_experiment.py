@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spade_cli.micro.ceiling import ceilings  # noqa: E402
-from spade_cli.micro.site.spade_micro import LEVELS, SYMBOLS  # noqa: E402
+from spade_cli.micro.site.spade_micro import LEVELS, SYMBOLS, CorridorEnv  # noqa: E402
 from spade_cli.recordio import RecordReader  # noqa: E402
 
 ARMS = {
@@ -115,7 +115,7 @@ FAMILIES = ("corridor", "code", "switch")
 # What the agent answers in the micro world: a symbol (codes, switches) or a corridor's
 # command. An answer with no code block that ends in one of these has an action where the
 # closing fence belongs: the agent's steps wearing the designs down.
-ACTIONS = {*SYMBOLS, "left", "right", "enter"}
+ACTIONS = {*SYMBOLS, *CorridorEnv.COMMANDS}
 
 
 def toml_value(v) -> str:

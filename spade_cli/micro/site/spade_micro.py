@@ -108,6 +108,7 @@ class CorridorEnv(MicroEnv):
 
     family = "corridor"
     skill = "Spatial Reasoning"
+    COMMANDS = ("enter", "left", "right")
     # level: (distance to the door, cells behind the start, spare turns)
     TABLE = {1: (1, 1, 4), 2: (2, 1, 3), 3: (2, 2, 2), 4: (3, 2, 1), 5: (4, 3, 1), 6: (5, 4, 0)}
 
@@ -131,7 +132,7 @@ class CorridorEnv(MicroEnv):
         self._facing = "right"
         obs = (
             f"You stand in a dark corridor with {self._budget} moves. Somewhere is a door. "
-            f"Commands: enter, left, right."
+            f"Commands: {', '.join(self.COMMANDS)}."
         )
         return obs, f"The door is to your {side}.", [side] * door + ["enter"]
 
