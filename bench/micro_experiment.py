@@ -80,6 +80,11 @@ ARMS = {
     # Not one of the four, and not the published recipe (which drops invalid designs): the
     # designer is also trained on its invalid designs, at the invalid penalty.
     "spade-invalid-penalty": {"regret": {"invalid": "penalty"}},
+    # Its negative control: the valid designs' rewards shuffled, the penalties kept.
+    "negative-control-invalid-penalty": {
+        "train": {"shuffle_designer_rewards": True},
+        "regret": {"invalid": "penalty", "shuffle_memory_scores": True},
+    },
     # Not the published recipe either: the agent's steps also rehearse the round's valid
     # designs (train.design_replay), against the agent's steps wearing the designs away.
     "spade-design-replay": {"train": {"design_replay": 1.0}},

@@ -867,8 +867,9 @@ class TrainSettings:
         False,
         "--shuffle-designer-rewards",
         help="""Negative
-        control: permute the designer rewards among the designs of each skill (seeded by --seed)
-        before the advantages, so the designer trains on noise of the same distribution.""",
+        control: permute the designer rewards among the valid designs of each skill (seeded by
+        --seed) before the advantages, so the designer trains on noise of the same distribution;
+        invalid designs (regret's --invalid penalty) keep their penalty.""",
     )
 
 

@@ -233,6 +233,15 @@ def test_negative_control_permutes_designer_rewards_within_a_skill(tmp_path):
         for s in read_groups([str(path)], role="designer", shuffle_designer_rewards=7)[0][0]
     ] == mixed
 
+    # Under the invalid penalty the broken designs keep it: only the signal is shuffled.
+    for r in recs[:2]:
+        r["score"] = {"valid": False, "reward": -1.0}
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    penalised, _ = read_groups([str(path)], role="designer", shuffle_designer_rewards=7)
+    mixed = [s.reward for s in penalised[0]]
+    assert mixed[:2] == [-1.0, -1.0]
+    assert sorted(mixed[2:]) == [2.0, 3.0, 4.0, 5.0] and mixed[2:] != [2.0, 3.0, 4.0, 5.0]
+
 
 def test_the_heldout_suite_hides_each_value_of_a_fact_equally_often():
     """Twelve episodes of a corridor hide six doors on each side, so an agent that always

@@ -81,6 +81,8 @@ class Sample:
     """Set for designer samples (see the module docstring); None: TRL's group z-score."""
     stop: str | None = None
     """An agent episode's stop reason (the compact filter reads it)."""
+    valid: bool = True
+    """False for a design trained on at the invalid penalty (regret's --invalid penalty)."""
 
 
 @dataclass
@@ -204,6 +206,7 @@ def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Samp
         ),
         reward=_reward(score["reward"], "score.reward", reader),
         skill=rec.get("skill") or None,
+        valid=score.get("valid") is not False,
     )
 
 
@@ -310,8 +313,10 @@ def read_groups(
     compact_filter: bool = False,
 ) -> tuple[list[list[Sample]], BuildStats]:
     """Read candidate records into groups of samples, in first-seen order.
-    `shuffle_designer_rewards` (a seed) permutes the rewards within each designer pool: the
-    negative control, whose designer learns from no signal at all. `compact_filter` zeroes
+    `shuffle_designer_rewards` (a seed) permutes the valid designs' rewards within each
+    designer pool: the negative control, whose designer learns from no signal at all.
+    Invalid designs (trained on under the invalid penalty) keep their penalty, so the
+    control's designer, like SPADE's, still learns to write an environment at all. `compact_filter` zeroes
     the env_mask of agent episodes the turn limit cut off (TURN_LIMIT_STOPS): no gradient,
     but their return still counts in the group's baseline."""
     if role not in ROLES:
@@ -358,9 +363,10 @@ def read_groups(
     for members in groups.values():
         if members[0].role == "designer" and len(members) > 1:
             if shuffle_designer_rewards is not None:
-                rewards = [m.reward for m in members]
+                valid = [m for m in members if m.valid]
+                rewards = [m.reward for m in valid]
                 random.Random(f"{shuffle_designer_rewards}:{members[0].group}").shuffle(rewards)
-                for m, r in zip(members, rewards, strict=True):
+                for m, r in zip(valid, rewards, strict=True):
                     m.reward = r
             if not set_designer_advantages(members, designer_baseline, scale):
                 stats.skipped["flat_reward_group"] += 1
