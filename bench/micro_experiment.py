@@ -631,7 +631,7 @@ def summary(results: dict) -> str:
         ]
     out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
-    out += sampling_error(results)
+    out += sampling_error(results) + gain_table(results)
     for title, table in (
         ("Share of valid designs in the plateau band (mean over seeds):", plateau),
         ("Entropy of the chosen levels in bits (uniform: 2.58; mean over seeds):", spread),
@@ -661,6 +661,56 @@ def sampling_error(results: dict) -> list[str]:
         f"Each held-out figure is the pass rate of {n} sampled episodes: at the final rates "
         f"above its binomial standard error is {min(errs):.3f} to {max(errs):.3f}, so one "
         f"seed's gain is known to about ±{2 * max(errs):.2f} (two standard errors).",
+    ]
+
+
+def gain_table(results: dict) -> list[str]:
+    """Per arm, the mean held-out gain over its seeds and its standard error from the
+    seeds' spread (training and sampling noise together), and the first arm's final mean
+    against each other arm's, with the standard error of that difference."""
+    finals, gains = {}, {}
+    for arm, runs in results["runs"].items():
+        rs = [r["rounds"] for r in runs.values()]
+        finals[arm] = [r[-1]["heldout"]["all"] for r in rs]
+        gains[arm] = [r[-1]["heldout"]["all"] - r[0]["heldout"]["all"] for r in rs]
+    if not any(len(g) > 1 for g in gains.values()):
+        return []
+
+    def se(xs: list[float]) -> float | None:
+        return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None
+
+    first = next(iter(finals))
+    rows = []
+    for arm in finals:
+        err = se(gains[arm])
+        diff = "–"
+        if arm != first and err is not None and se(finals[first]) is not None:
+            d = statistics.fmean(finals[first]) - statistics.fmean(finals[arm])
+            diff = f"{d:+.3f} ± {math.hypot(se(finals[first]), se(finals[arm])):.3f}"
+        rows.append(
+            _row(
+                [
+                    arm,
+                    str(len(gains[arm])),
+                    f"{statistics.fmean(gains[arm]):+.3f}",
+                    _f(err),
+                    f"{min(gains[arm]):+.3f} to {max(gains[arm]):+.3f}",
+                    diff,
+                ]
+            )
+        )
+    head = _row(
+        ["arm", "seeds", "mean gain", "standard error", "range", f"{first} minus the arm, final"]
+    )
+    return [
+        "",
+        "Held-out gain per arm, round 0 → last: the standard error is the seeds' spread "
+        f"(sample standard deviation / √seeds), and {first}'s final solve rate is set "
+        "against each arm's with the standard error of the difference:",
+        "",
+        head,
+        "|---|---|---|---|---|---|",
+        *rows,
     ]
 
 

@@ -343,3 +343,19 @@ def test_the_results_name_the_versions_of_the_packages_that_decide_the_figures(m
     assert found["transformers"] == transformers.__version__
     monkeypatch.setattr(bench, "PACKAGES", ("torch", "no-such-package-spade"))
     assert bench.packages()["no-such-package-spade"] == "absent"
+
+
+def test_the_gain_table_states_each_arms_mean_gain_and_the_first_arms_lead_with_errors():
+    def arm(*finals):
+        return {
+            str(i): {"rounds": [{"heldout": {"all": 0.25}}, {"heldout": {"all": f}}]}
+            for i, f in enumerate(finals)
+        }
+
+    results = {"runs": {"spade": arm(0.35, 0.40, 0.45), "fixed-pool": arm(0.30, 0.30, 0.33)}}
+    table = "\n".join(bench.gain_table(results))
+    # gains 0.10 / 0.15 / 0.20: mean 0.15, sample sd 0.05, standard error 0.05 / sqrt(3)
+    assert "| spade | 3 | +0.150 | 0.029 | +0.100 to +0.200 | – |" in table
+    # 0.40 - 0.31 = 0.09; errors 0.0289 and 0.01 give 0.0306
+    assert "| fixed-pool | 3 | +0.060 | 0.010 | +0.050 to +0.080 | +0.090 ± 0.031 |" in table
+    assert bench.gain_table({"runs": {"spade": arm(0.4)}}) == []  # one seed: no spread
