@@ -639,7 +639,8 @@ def summary(results: dict) -> str:
         if table:
             out += ["", title, "", _row(["arm", *(f"round {i}" for i in range(1, n))])]
             out += ["|---|" + "---|" * (n - 1), *table]
-    tables = family_table(results) + erosion_table(results) + landscape_table(results)
+    tables = reward_change_table(results) + family_table(results) + erosion_table(results)
+    tables += landscape_table(results)
     return "\n".join(out + tables) + "\n"
 
 
@@ -710,6 +711,41 @@ def gain_table(results: dict) -> list[str]:
         "",
         head,
         "|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
+def reward_change_table(results: dict) -> list[str]:
+    """Per designer arm and measure, the designer's reward over the last third of the
+    rounds minus the first third's, per seed and as a mean with its standard error over
+    the seeds: where the criterion reads one sign per seed, this reads the size."""
+    rows = []
+    for arm, runs in results["runs"].items():
+        cells = []
+        for key, _ in REWARDS:
+            changes = []
+            for r in runs.values():
+                rew = [x[key] for x in r["rounds"][1:] if x.get(key) is not None]
+                if len(rew) >= 3:
+                    a, b = thirds(rew)
+                    changes.append(b - a)
+            if len(changes) > 1:
+                err = statistics.stdev(changes) / math.sqrt(len(changes))
+                each = " / ".join(f"{c:+.2f}" for c in changes)
+                cells.append(f"{statistics.fmean(changes):+.3f} ± {err:.3f} ({each})")
+            else:
+                cells.append("–")
+        if any(c != "–" for c in cells):
+            rows.append(_row([arm, *cells]))
+    if not rows:
+        return []
+    head = _row(["arm", *(f"{what}: mean ± standard error (per seed)" for _, what in REWARDS)])
+    return [
+        "",
+        "The designer's reward, last third of the rounds minus the first third:",
+        "",
+        head,
+        "|---|" + "---|" * len(REWARDS),
         *rows,
     ]
 

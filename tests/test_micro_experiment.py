@@ -359,3 +359,17 @@ def test_the_gain_table_states_each_arms_mean_gain_and_the_first_arms_lead_with_
     # 0.40 - 0.31 = 0.09; errors 0.0289 and 0.01 give 0.0306
     assert "| fixed-pool | 3 | +0.060 | 0.010 | +0.050 to +0.080 | +0.090 ± 0.031 |" in table
     assert bench.gain_table({"runs": {"spade": arm(0.4)}}) == []  # one seed: no spread
+
+
+def test_the_reward_change_table_sizes_each_seeds_rise_of_the_designers_reward():
+    def run(*rewards):
+        later = [{"designer_reward": r} for r in rewards]
+        return {"rounds": [{"heldout": {"all": 0.25}}, *later]}
+
+    # thirds of three rounds: the first round against the last
+    runs = {"0": run(0.2, 0.5, 0.6), "1": run(0.4, 0.1, 0.4), "2": run(0.5, 0.5, 0.3)}
+    table = "\n".join(bench.reward_change_table({"runs": {"spade": runs}}))
+    # changes +0.4, 0.0, -0.2: mean +0.067, sample sd 0.306, standard error 0.176
+    assert "| spade | +0.067 ± 0.176 (+0.40 / +0.00 / -0.20) | – |" in table
+    fixed = {"0": {"rounds": [{"heldout": {"all": 0.25}}, {"designs": 0}]}}
+    assert bench.reward_change_table({"runs": {"fixed-pool": fixed}}) == []
