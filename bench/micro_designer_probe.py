@@ -38,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import micro_experiment as mx  # noqa: E402
+import micro_report as mr  # noqa: E402
 
 from spade_cli import declare as st  # noqa: E402
 from spade_cli import dedup  # noqa: E402
@@ -139,9 +140,9 @@ def measures(scored: Path) -> dict:
         "valid": len(played),
         "distinct": len(valid),
         "rewards": rewards,
-        "reward": mx._round(mx._mean(rewards)),
-        "valid_share": mx._round(len(played) / len(cands)) if cands else None,
-        "plateau_share": mx._round(
+        "reward": mr.rounded(mr.mean_of(rewards)),
+        "valid_share": mr.rounded(len(played) / len(cands)) if cands else None,
+        "plateau_share": mr.rounded(
             sum(mx.BAND[0] <= w <= mx.BAND[1] for w in rates) / len(rates) if rates else None
         ),
         "levels": {str(k): levels.count(k) for k in sorted(set(levels))},
@@ -168,7 +169,7 @@ def verdict(r: dict) -> str:
 def compare(start: dict, final: dict, reps: int, seed: int) -> dict:
     enough = min(len(start["rewards"]), len(final["rewards"])) >= MIN_VALID
     diff = final["reward"] - start["reward"] if enough else None
-    out = {"start": start, "final": final, "difference": mx._round(diff)}
+    out = {"start": start, "final": final, "difference": mr.rounded(diff)}
     out["interval"] = interval(start["rewards"], final["rewards"], reps, seed) if enough else None
     out["verdict"] = verdict(out)
     return out
@@ -189,8 +190,8 @@ def table(res: dict) -> str:
         lines.append(
             f"| {name} | {s['valid']} ({s['distinct']}) → {f['valid']} ({f['distinct']}) "
             f"of {s['designs']} "
-            f"| {mx._f(s['reward'])} → {mx._f(f['reward'])} | {gap} "
-            f"| {mx._f(s['plateau_share'], '.2f')} → {mx._f(f['plateau_share'], '.2f')} "
+            f"| {mr.shown(s['reward'])} → {mr.shown(f['reward'])} | {gap} "
+            f"| {mr.shown(s['plateau_share'], '.2f')} → {mr.shown(f['plateau_share'], '.2f')} "
             f"| {r['verdict']} |"
         )
     return "\n".join(lines)

@@ -35,8 +35,9 @@ Everything is resumable: each run is a spade-loop run directory (a rerun continu
 and each evaluation is a file written atomically, so an interrupted experiment picks up
 where it stopped. An invocation with other arms or seeds but the same settings (--config,
 --rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file.
-Writes OUT/results.json (with each invocation's commit, package versions and --jobs),
-OUT/summary.md (the tables) and five PNG plots beside them, and prints a verdict per run.
+Writes OUT/results.json (with each invocation's commit, package versions and --jobs);
+bench/micro_report.py reads it out into OUT/summary.md (the tables) and five PNG plots
+beside it, and prints a verdict per run.
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
     python bench/micro_experiment.py --arms spade --seeds 0 --rounds 2    # a smoke run
@@ -47,7 +48,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import platform
 import re
@@ -60,8 +60,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from spade_cli.micro.ceiling import ceilings  # noqa: E402
+from micro_report import mean_of, report, rounded  # noqa: E402
+
 from spade_cli.micro.site.spade_micro import LEVELS, SYMBOLS, CorridorEnv  # noqa: E402
 from spade_cli.recordio import RecordReader  # noqa: E402
 
@@ -109,14 +111,8 @@ DEFAULT_ARMS = ("spade", "fixed-pool", "frozen-designer", "negative-control")
 # What makes two invocations' runs comparable, so that one results file holds both.
 SETTINGS = ("config", "config_sha256", "rounds", "eval_items", "eval_seed", "overrides")
 BAND = (0.4, 0.6)
-# The designer's reward as it trained on it, and as a fixed agent (the micro model) sees it.
-REWARDS = (
-    ("designer_reward", "designer reward"),
-    ("designer_reward_fixed_agent", "with a fixed agent"),
-)
 LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
 FAMILY = re.compile(r"^\s*class\s+\w+\s*\(\s*(\w+)Env\s*\)", re.MULTILINE)
-FAMILIES = ("corridor", "code", "switch")
 # What the agent answers in the micro world: a symbol (codes, switches) or a corridor's
 # command. An answer with no code block that ends in one of these has an action where the
 # closing fence belongs: the agent's steps wearing the designs down.
@@ -316,8 +312,8 @@ def landscape(scores: list[tuple[str, dict]]) -> dict:
         out[cell] = {
             "designs": len(mine),
             "reward": round(statistics.fmean(s["reward"] for s in mine), 4),
-            "win_rate": _round(_mean((s.get("components") or {}).get("win_rate") for s in mine)),
-            "regret": _round(_mean(s.get("regret") for s in mine)),
+            "win_rate": rounded(mean_of((s.get("components") or {}).get("win_rate") for s in mine)),
+            "regret": rounded(mean_of(s.get("regret") for s in mine)),
         }
     return out
 
@@ -503,402 +499,6 @@ def keep(results: dict, arm: str, seed: int, res: dict) -> None:
     earlier = results["runs"].get(arm, {}).get(str(seed), {}).get("commit")
     ran_at = earlier if res.pop("finished_before") and earlier else results["commit"]
     results["runs"].setdefault(arm, {})[str(seed)] = {**res, "commit": ran_at}
-
-
-def thirds(xs: list[float]) -> tuple[float, float]:
-    k = max(1, len(xs) // 3)
-    return statistics.fmean(xs[:k]), statistics.fmean(xs[-k:])
-
-
-def verdicts(results: dict) -> list[str]:
-    out = []
-    for arm, runs in results["runs"].items():
-        for seed, res in runs.items():
-            rs = res["rounds"]
-            gain = rs[-1]["heldout"]["all"] - rs[0]["heldout"]["all"]
-            line = f"{arm:17s} seed {seed}: held-out {rs[0]['heldout']['all']:.3f} -> {rs[-1]['heldout']['all']:.3f} ({gain:+.3f})"
-            for key, what in REWARDS:
-                rew = [r[key] for r in rs[1:] if r.get(key) is not None]
-                if len(rew) >= 3:
-                    a, b = thirds(rew)
-                    line += f"; {what} first third {a:.3f}, last third {b:.3f} ({'up' if b > a else 'not up'})"
-            share = [r["plateau_share"] for r in rs[1:] if r.get("plateau_share") is not None]
-            if len(share) >= 3:
-                a, b = thirds(share)
-                line += f"; plateau share {a:.2f} -> {b:.2f}"
-            spread = [e for e in map(level_entropy, rs[1:]) if e is not None]
-            if len(spread) >= 3:
-                a, b = thirds(spread)
-                line += f"; level entropy {a:.2f} -> {b:.2f} bits"
-            out.append(line)
-    return out
-
-
-def level_entropy(rnd: dict) -> float | None:
-    """Entropy in bits of the levels a round's designs chose (log2 6 = 2.58: uniform; 0:
-    one level). A designer that learns narrows its choice; one that drifts need not."""
-    counts = [c for c in (rnd.get("levels") or {}).values() if c]
-    n = sum(counts)
-    return -sum(c / n * math.log2(c / n) for c in counts) if n else None
-
-
-def _mean(xs) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return statistics.fmean(xs) if xs else None
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
-
-
-def _f(x, fmt: str = ".3f") -> str:
-    return "–" if x is None else format(x, fmt)
-
-
-def by_round(runs: dict, get) -> list[list[float]]:
-    """Per round, `get(round)` of every seed that has that round and a value for it."""
-    n = max(len(r["rounds"]) for r in runs.values())
-    return [
-        [
-            v
-            for r in runs.values()
-            if i < len(r["rounds"]) and (v := get(r["rounds"][i])) is not None
-        ]
-        for i in range(n)
-    ]
-
-
-def _row(cells) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
-def summary(results: dict) -> str:
-    """The results as Markdown: one row per arm (seeds side by side), then per round the
-    held-out solve rate, the plateau share and the level entropy, and per family the
-    held-out solve rate and the levels chosen, each a mean over seeds."""
-    rows = [
-        "| arm | held-out, round 0 → last, per seed | mean gain | designer reward, first → last "
-        "third, per seed | the same with a fixed agent | valid designs | mean level, round 1 → "
-        "last | agent groups trained / flat per round | wall per run |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    per_round, plateau, spread = [], [], []
-    for arm, runs in results["runs"].items():
-        seeds = list(runs.values())
-        held = [f"{r['rounds'][-1]['heldout']['all']:.3f}" for r in seeds]
-        gains = [
-            r["rounds"][-1]["heldout"]["all"] - r["rounds"][0]["heldout"]["all"] for r in seeds
-        ]
-        rewards = {key: [] for key, _ in REWARDS}
-        for r in seeds:
-            for key, cells in rewards.items():
-                rew = [x[key] for x in r["rounds"][1:] if x.get(key) is not None]
-                if len(rew) >= 3:
-                    a, b = thirds(rew)
-                    cells.append(f"{a:.2f} → {b:.2f}")
-        reward_cells = " | ".join("; ".join(cells) or "–" for cells in rewards.values())
-        later = [x for r in seeds for x in r["rounds"][1:]]
-        groups = [x["agent_groups"] for x in later if x.get("agent_groups")]
-        first = _mean(r["rounds"][1].get("mean_level") for r in seeds if len(r["rounds"]) > 1)
-        last = _mean(r["rounds"][-1].get("mean_level") for r in seeds)
-        rows.append(
-            f"| {arm} | {seeds[0]['rounds'][0]['heldout']['all']:.3f} → {' / '.join(held)} "
-            f"| {statistics.fmean(gains):+.3f} | {reward_cells} "
-            f"| {_f(_mean(x.get('valid_rate') for x in later), '.0%')} "
-            f"| {_f(first, '.2f')} → {_f(last, '.2f')} "
-            f"| {_f(_mean(g['trained'] for g in groups), '.1f')} / "
-            f"{_f(_mean(g['flat'] for g in groups), '.1f')} "
-            f"| {statistics.fmean(r['wall_seconds'] for r in seeds) / 60:.1f} min |"
-        )
-        curve = by_round(runs, lambda x: x["heldout"]["all"])
-        per_round.append(_row([arm, *(_f(_mean(v)) for v in curve)]))
-        for table, get in ((plateau, lambda x: x.get("plateau_share")), (spread, level_entropy)):
-            values = by_round(runs, get)[1:]
-            if any(values):
-                table.append(_row([arm, *(_f(_mean(v), ".2f") for v in values)]))
-    n = max(len(r["rounds"]) for runs in results["runs"].values() for r in runs.values())
-    refs = [
-        i["reference_seconds"] for i in results.get("invocations", []) if "reference_seconds" in i
-    ]
-    if refs:  # what a wall time means: how fast the machine ran the fixed workload
-        took = (
-            f"{min(refs):.2f}" if min(refs) == max(refs) else f"{min(refs):.2f} to {max(refs):.2f}"
-        )
-        rows += [
-            "",
-            f"Wall times from a machine whose reference workload took {took} s "
-            "(`reference_seconds`).",
-        ]
-    out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
-    out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
-    out += sampling_error(results) + gain_table(results)
-    for title, table in (
-        ("Share of valid designs in the plateau band (mean over seeds):", plateau),
-        ("Entropy of the chosen levels in bits (uniform: 2.58; mean over seeds):", spread),
-    ):
-        if table:
-            out += ["", title, "", _row(["arm", *(f"round {i}" for i in range(1, n))])]
-            out += ["|---|" + "---|" * (n - 1), *table]
-    tables = reward_change_table(results) + family_table(results) + erosion_table(results)
-    tables += landscape_table(results)
-    return "\n".join(out + tables) + "\n"
-
-
-def sampling_error(results: dict) -> list[str]:
-    """How far one held-out figure moves by chance: each is the pass rate of eval_items
-    sampled episodes, so its binomial standard error at the final rates bounds the noise
-    of one seed's gain (round 0's figure is the same measurement in every run)."""
-    n = results.get("eval_items")
-    if not n:
-        return []
-    finals = [
-        r["rounds"][-1]["heldout"]["all"]
-        for runs in results["runs"].values()
-        for r in runs.values()
-    ]
-    errs = [math.sqrt(p * (1 - p) / n) for p in finals]
-    return [
-        "",
-        f"Each held-out figure is the pass rate of {n} sampled episodes: at the final rates "
-        f"above its binomial standard error is {min(errs):.3f} to {max(errs):.3f}, so one "
-        f"seed's gain is known to about ±{2 * max(errs):.2f} (two standard errors).",
-    ]
-
-
-def gain_table(results: dict) -> list[str]:
-    """Per arm, the mean held-out gain over its seeds and its standard error from the
-    seeds' spread (training and sampling noise together), and the first arm's final mean
-    against each other arm's, with the standard error of that difference."""
-    finals, gains = {}, {}
-    for arm, runs in results["runs"].items():
-        rs = [r["rounds"] for r in runs.values()]
-        finals[arm] = [r[-1]["heldout"]["all"] for r in rs]
-        gains[arm] = [r[-1]["heldout"]["all"] - r[0]["heldout"]["all"] for r in rs]
-    if not any(len(g) > 1 for g in gains.values()):
-        return []
-
-    def se(xs: list[float]) -> float | None:
-        return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None
-
-    first = next(iter(finals))
-    rows = []
-    for arm in finals:
-        err = se(gains[arm])
-        diff = "–"
-        if arm != first and err is not None and se(finals[first]) is not None:
-            d = statistics.fmean(finals[first]) - statistics.fmean(finals[arm])
-            diff = f"{d:+.3f} ± {math.hypot(se(finals[first]), se(finals[arm])):.3f}"
-        rows.append(
-            _row(
-                [
-                    arm,
-                    str(len(gains[arm])),
-                    f"{statistics.fmean(gains[arm]):+.3f}",
-                    _f(err),
-                    f"{min(gains[arm]):+.3f} to {max(gains[arm]):+.3f}",
-                    diff,
-                ]
-            )
-        )
-    head = _row(
-        ["arm", "seeds", "mean gain", "standard error", "range", f"{first} minus the arm, final"]
-    )
-    return [
-        "",
-        "Held-out gain per arm, round 0 → last: the standard error is the seeds' spread "
-        f"(sample standard deviation / √seeds), and {first}'s final solve rate is set "
-        "against each arm's with the standard error of the difference:",
-        "",
-        head,
-        "|---|---|---|---|---|---|",
-        *rows,
-    ]
-
-
-def reward_change_table(results: dict) -> list[str]:
-    """Per designer arm and measure, the designer's reward over the last third of the
-    rounds minus the first third's, per seed and as a mean with its standard error over
-    the seeds: where the criterion reads one sign per seed, this reads the size."""
-    rows = []
-    for arm, runs in results["runs"].items():
-        cells = []
-        for key, _ in REWARDS:
-            changes = []
-            for r in runs.values():
-                rew = [x[key] for x in r["rounds"][1:] if x.get(key) is not None]
-                if len(rew) >= 3:
-                    a, b = thirds(rew)
-                    changes.append(b - a)
-            if len(changes) > 1:
-                err = statistics.stdev(changes) / math.sqrt(len(changes))
-                each = " / ".join(f"{c:+.2f}" for c in changes)
-                cells.append(f"{statistics.fmean(changes):+.3f} ± {err:.3f} ({each})")
-            else:
-                cells.append("–")
-        if any(c != "–" for c in cells):
-            rows.append(_row([arm, *cells]))
-    if not rows:
-        return []
-    head = _row(["arm", *(f"{what}: mean ± standard error (per seed)" for _, what in REWARDS)])
-    return [
-        "",
-        "The designer's reward, last third of the rounds minus the first third:",
-        "",
-        head,
-        "|---|" + "---|" * len(REWARDS),
-        *rows,
-    ]
-
-
-def erosion_table(results: dict) -> list[str]:
-    """Per designer arm and round, summed over seeds: the answers refused for holding no
-    code block, and how many of them end in an agent action where the fence belongs."""
-    rows, n = [], 0
-    for arm, runs in results["runs"].items():
-        bad = by_round(runs, lambda x: x.get("malformed"))[1:]
-        acts = by_round(runs, lambda x: x.get("malformed_action_end"))[1:]
-        designed = any(x.get("designs") for r in runs.values() for x in r["rounds"][1:])
-        if not designed or not any(bad):  # no designer, or results from before the count
-            continue
-        n = max(n, len(bad))
-        rows.append(_row([arm, *(f"{sum(a)} / {sum(b)}" for a, b in zip(acts, bad, strict=True))]))
-    if not rows:
-        return []
-    title = (
-        "Answers with no code block per round, summed over seeds: those ending in an agent "
-        "action (a symbol, left, right or enter) / all of them:"
-    )
-    head = _row(["arm", *(f"round {i}" for i in range(1, n + 1))])
-    return ["", title, "", head, "|---|" + "---|" * n, *rows]
-
-
-def family_table(results: dict) -> list[str]:
-    """Per arm and family, means over seeds: the held-out solve rate, round 0 → last, and
-    the level the designs chose and its no-hint win rate, first round → last."""
-    top = ceilings()
-    head = ["arm", *(f"{f} (ceiling {top[f]:.2f}): held-out / level / win rate" for f in FAMILIES)]
-    rows = []
-    for arm, runs in results["runs"].items():
-        seeds = list(runs.values())
-        cells = []
-        for fam in FAMILIES:
-            held = [_mean(r["rounds"][i]["heldout"].get(fam) for r in seeds) for i in (0, -1)]
-            cell = f"{_f(held[0], '.2f')} → {_f(held[1], '.2f')}"
-            ends = [
-                [(r["rounds"][i].get("families") or {}).get(fam) or {} for r in seeds]
-                for i in (1, -1)
-            ]
-            if any(ends[0] + ends[1]):
-                for key in ("mean_level", "win_rate_nohint"):
-                    a, b = (_mean(x.get(key) for x in end) for end in ends)
-                    cell += f" / {_f(a, '.2f')} → {_f(b, '.2f')}"
-            cells.append(cell)
-        rows.append(_row([arm, *cells]))
-    title = (
-        "Per family, mean over seeds: held-out solve rate (round 0 → last); level chosen and "
-        "no-hint win rate on the valid designs (round 1 → last):"
-    )
-    return ["", title, "", _row(head), "|---|" + "---|" * len(FAMILIES), *rows]
-
-
-def landscape_table(results: dict) -> list[str]:
-    """Per family and level, pooled over the arms' seeds and the first and the second half
-    of the rounds: designs, mean reward, no-hint win rate and regret. Where the reward
-    peaks is each family's edge; a regret near 0 is a hint the agent cannot use."""
-    rows = []
-    for arm, runs in results["runs"].items():
-        halves: list[dict[str, list]] = [{}, {}]
-        for r in runs.values():
-            later = r["rounds"][1:]
-            for i, rnd in enumerate(later):
-                for cell, x in (rnd.get("landscape") or {}).items():
-                    halves[2 * i >= len(later)].setdefault(cell, []).append(x)
-        if not any(halves):
-            continue
-        for cell in sorted(set(halves[0]) | set(halves[1])):
-            cells = [arm, cell]
-            for half in halves:
-                xs = half.get(cell, [])
-                n = sum(x["designs"] for x in xs)
-                cells.append(
-                    "–"
-                    if not n
-                    else f"{n}: {_f(_weighted(xs, 'reward'), '.2f')} / "
-                    f"{_f(_weighted(xs, 'win_rate'), '.2f')} / {_f(_weighted(xs, 'regret'), '+.2f')}"
-                )
-            rows.append(_row(cells))
-    if not rows:
-        return []
-    title = (
-        "The designer's landscape: per arm, family and level, over the seeds, valid designs: "
-        "mean reward / no-hint win rate / regret, first half of the rounds and second half:"
-    )
-    head = _row(["arm", "design", "first half", "second half"])
-    return ["", title, "", head, "|---|---|---|---|", *rows]
-
-
-def _weighted(xs: list[dict], key: str) -> float | None:
-    """The mean of `key` over all the designs behind per-round means `xs`."""
-    pairs = [(x[key], x["designs"]) for x in xs if x.get(key) is not None]
-    n = sum(w for _, w in pairs)
-    return sum(v * w for v, w in pairs) / n if n else None
-
-
-def report(results: dict, out: Path) -> None:
-    """Table, verdicts and plots from a results file (also what a finished run prints)."""
-    (out / "summary.md").write_text(summary(results))
-    for line in verdicts(results):
-        print(line)
-    for p in plot(results, out):
-        print(f"plot: {p}", file=sys.stderr)
-    print(f"summary: {out / 'summary.md'}", file=sys.stderr)
-
-
-def plot(results: dict, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    panels = [
-        ("heldout", "held-out solve rate", lambda r: r["heldout"]["all"]),
-        ("level", "mean level chosen by the designer", lambda r: r.get("mean_level")),
-        ("level_entropy", "entropy of the chosen levels (bits)", level_entropy),
-        ("designer_reward", "designer reward (blend)", lambda r: r.get("designer_reward")),
-        (
-            "designer_reward_fixed_agent",
-            "designer reward, fixed agent",
-            lambda r: r.get("designer_reward_fixed_agent"),
-        ),
-    ]
-    paths = []
-    for name, title, get in panels:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for color, (arm, runs) in enumerate(results["runs"].items()):
-            xs, mean, lo, hi = [], [], [], []
-            for i, vals in enumerate(by_round(runs, get)):
-                if vals:
-                    xs.append(i)
-                    mean.append(statistics.fmean(vals))
-                    lo.append(min(vals))
-                    hi.append(max(vals))
-            if xs:
-                # One colour per arm in every plot, whether or not the arm has this figure.
-                ax.plot(xs, mean, marker="o", label=arm, color=f"C{color}")
-                ax.fill_between(xs, lo, hi, alpha=0.2, color=f"C{color}")
-        ax.set_xlabel("round")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel(title)
-        ax.set_title(f"{title} (mean, range over seeds)")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
-        fig.tight_layout()
-        p = out / f"micro-{name}.png"
-        fig.savefig(p, dpi=100)
-        plt.close(fig)
-        paths.append(p)
-    return paths
 
 
 # The packages whose versions decide the figures: sampling and training run through them,

@@ -1,6 +1,6 @@
-"""bench/micro_experiment.py's bookkeeping: the configuration overrides, the training-side
-step gain and the win rate a design's reward saw (the experiment itself is run by hand:
-it takes most of an hour)."""
+"""bench/micro_experiment.py's bookkeeping (the configuration overrides, the training-side
+step gain, the win rate a design's reward saw) and bench/micro_report.py's tables; the
+experiment itself is run by hand: it takes most of an hour."""
 
 from __future__ import annotations
 
@@ -17,11 +17,17 @@ from spade_cli.loop.recipe import round_stages
 from spade_cli.recordio import write_records
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location(
-    "micro_experiment", ROOT / "bench" / "micro_experiment.py"
-)
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+
+
+def bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = bench_module("micro_experiment")
+tables = bench_module("micro_report")
 
 
 def test_overrides_set_tables_and_top_level_fields_as_toml_values():
@@ -104,7 +110,7 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
         return {"rounds": rounds, "wall_seconds": 300.0}
 
     results = {"runs": {"spade": {"0": run(0.4, [0.3, 0.4, 0.5]), "1": run(0.3, [0.5, 0.4, 0.3])}}}
-    text = bench.summary(results)
+    text = tables.summary(results)
     assert (
         "| spade | 0.200 → 0.400 / 0.300 | +0.150 | 0.30 → 0.50; 0.50 → 0.30 "
         "| 0.15 → 0.25; 0.25 → 0.15 | 50% |"
@@ -112,16 +118,16 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
     assert "| 10.0 / 6.0 | 5.0 min |" in text
     assert "reference workload" not in text  # no invocation measured the machine
     results["invocations"] = [{"reference_seconds": 2.35}, {"reference_seconds": 0.8}]
-    assert "whose reference workload took 0.80 to 2.35 s" in bench.summary(results)
+    assert "whose reference workload took 0.80 to 2.35 s" in tables.summary(results)
     results["invocations"] = [{"reference_seconds": 0.64}]
-    assert "whose reference workload took 0.64 s" in bench.summary(results)
+    assert "whose reference workload took 0.64 s" in tables.summary(results)
     del results["invocations"]
     assert "| spade | 0.200 | 0.250 | 0.250 | 0.350 |" in text  # mean over seeds per round
-    bench.report(results, tmp_path)
+    tables.report(results, tmp_path)
     assert (tmp_path / "summary.md").read_text() == text
     assert (tmp_path / "micro-heldout.png").stat().st_size > 0
     assert (tmp_path / "micro-designer_reward_fixed_agent.png").stat().st_size > 0
-    verdict = bench.verdicts(results)[0]
+    verdict = tables.verdicts(results)[0]
     assert "designer reward first third 0.300, last third 0.500 (up)" in verdict
     assert "with a fixed agent first third 0.150, last third 0.250 (up)" in verdict
 
@@ -130,19 +136,19 @@ def test_level_entropy_is_zero_for_one_level_and_log2_6_for_all_six_alike(tmp_pa
     one = {"levels": {"1": 0, "2": 7, "3": 0, "4": 0, "5": 0, "6": 0}}
     uniform = {"levels": {str(lv): 2 for lv in range(1, 7)}}
     half = {"levels": {"1": 3, "2": 3}}
-    assert bench.level_entropy(one) == 0
-    assert abs(bench.level_entropy(uniform) - 2.585) < 1e-3
-    assert bench.level_entropy(half) == 1.0
-    assert bench.level_entropy({"levels": {}}) is None and bench.level_entropy({}) is None
+    assert tables.level_entropy(one) == 0
+    assert abs(tables.level_entropy(uniform) - 2.585) < 1e-3
+    assert tables.level_entropy(half) == 1.0
+    assert tables.level_entropy({"levels": {}}) is None and tables.level_entropy({}) is None
 
     def run(rounds):
         return {"rounds": [{"round": 0, "heldout": {"all": 0.2}}, *rounds], "wall_seconds": 1.0}
 
     r = {"heldout": {"all": 0.3}}
     results = {"runs": {"spade": {"0": run([{**r, **uniform}, {**r, **half}, {**r, **one}])}}}
-    assert "| spade | 2.58 | 1.00 | 0.00 |" in bench.summary(results)
-    assert "level entropy 2.58 -> 0.00 bits" in bench.verdicts(results)[0]
-    assert "micro-level_entropy.png" in {p.name for p in bench.plot(results, tmp_path)}
+    assert "| spade | 2.58 | 1.00 | 0.00 |" in tables.summary(results)
+    assert "level entropy 2.58 -> 0.00 bits" in tables.verdicts(results)[0]
+    assert "micro-level_entropy.png" in {p.name for p in tables.plot(results, tmp_path)}
 
 
 def test_the_fixed_agent_reward_averages_each_rounds_designs(tmp_path):
@@ -263,7 +269,7 @@ def test_round_metrics_split_the_designs_by_family(tmp_path):
     }
     held = {"all": 0.3, "corridor": 0.25, "code": 0.5, "switch": 0.125}
     run = {"rounds": [{"round": 0, "heldout": held}, {**m, "heldout": held}]}
-    table = bench.family_table({"runs": {"spade": {"0": run}}})
+    table = tables.family_table({"runs": {"spade": {"0": run}}})
     assert "| spade | 0.25 → 0.25 / 3.00 → 3.00 / 0.50 → 0.50 | 0.50 → 0.50 |" in "\n".join(table)
 
 
@@ -289,7 +295,7 @@ def test_the_landscape_pools_valid_designs_per_family_and_level_and_half(tmp_pat
     # Round 1 is the first half, round 2 the second; a half's mean weighs each design once.
     late = {"corridor/L3": {"designs": 1, "reward": 0.1, "win_rate": 0.9, "regret": 0.0}}
     run = {"rounds": [{"round": 0}, {"landscape": m["landscape"]}, {"landscape": late}]}
-    table = "\n".join(bench.landscape_table({"runs": {"spade": {"0": run}, "fixed-pool": {}}}))
+    table = "\n".join(tables.landscape_table({"runs": {"spade": {"0": run}, "fixed-pool": {}}}))
     assert "| spade | corridor/L1 | 1: 0.00 / 1.00 / -0.12 | – |" in table
     assert "| spade | corridor/L3 | 2: 0.70 / 0.62 / +0.12 | 1: 0.10 / 0.90 / +0.00 |" in table
     assert "fixed-pool" not in table
@@ -321,17 +327,17 @@ def test_answers_with_no_code_block_are_counted_with_those_ending_in_an_action(t
     run = {"rounds": [{"round": 0, "heldout": {"all": 0.25}}, {**m, "heldout": {"all": 0.4}}]}
     none = {**m, "malformed": 0, "malformed_action_end": 0, "heldout": {"all": 0.4}}
     runs = {"0": run, "1": {"rounds": [run["rounds"][0], none]}}
-    table = "\n".join(bench.erosion_table({"runs": {"spade": runs}}))
+    table = "\n".join(tables.erosion_table({"runs": {"spade": runs}}))
     assert "| spade | 2 / 3 |" in table  # summed over the seeds
     fixed = {"0": {"rounds": [run["rounds"][0], {"designs": 0, "heldout": {"all": 0.3}}]}}
-    assert "fixed-pool" not in "\n".join(bench.erosion_table({"runs": {"fixed-pool": fixed}}))
+    assert "fixed-pool" not in "\n".join(tables.erosion_table({"runs": {"fixed-pool": fixed}}))
 
 
 def test_the_sampling_error_of_a_held_out_figure_is_binomial_over_its_episodes():
     runs = {"0": {"rounds": [{"heldout": {"all": 0.25}}, {"heldout": {"all": 0.4}}]}}
-    line = bench.sampling_error({"eval_items": 216, "runs": {"spade": runs}})[-1]
+    line = tables.sampling_error({"eval_items": 216, "runs": {"spade": runs}})[-1]
     assert "is 0.033 to 0.033" in line and "about ±0.07" in line  # sqrt(0.4 * 0.6 / 216)
-    assert bench.sampling_error({"runs": {"spade": runs}}) == []  # older results: no count
+    assert tables.sampling_error({"runs": {"spade": runs}}) == []  # older results: no count
 
 
 def test_the_results_name_the_versions_of_the_packages_that_decide_the_figures(monkeypatch):
@@ -353,12 +359,12 @@ def test_the_gain_table_states_each_arms_mean_gain_and_the_first_arms_lead_with_
         }
 
     results = {"runs": {"spade": arm(0.35, 0.40, 0.45), "fixed-pool": arm(0.30, 0.30, 0.33)}}
-    table = "\n".join(bench.gain_table(results))
+    table = "\n".join(tables.gain_table(results))
     # gains 0.10 / 0.15 / 0.20: mean 0.15, sample sd 0.05, standard error 0.05 / sqrt(3)
     assert "| spade | 3 | +0.150 | 0.029 | +0.100 to +0.200 | – |" in table
     # 0.40 - 0.31 = 0.09; errors 0.0289 and 0.01 give 0.0306
     assert "| fixed-pool | 3 | +0.060 | 0.010 | +0.050 to +0.080 | +0.090 ± 0.031 |" in table
-    assert bench.gain_table({"runs": {"spade": arm(0.4)}}) == []  # one seed: no spread
+    assert tables.gain_table({"runs": {"spade": arm(0.4)}}) == []  # one seed: no spread
 
 
 def test_the_reward_change_table_sizes_each_seeds_rise_of_the_designers_reward():
@@ -368,8 +374,8 @@ def test_the_reward_change_table_sizes_each_seeds_rise_of_the_designers_reward()
 
     # thirds of three rounds: the first round against the last
     runs = {"0": run(0.2, 0.5, 0.6), "1": run(0.4, 0.1, 0.4), "2": run(0.5, 0.5, 0.3)}
-    table = "\n".join(bench.reward_change_table({"runs": {"spade": runs}}))
+    table = "\n".join(tables.reward_change_table({"runs": {"spade": runs}}))
     # changes +0.4, 0.0, -0.2: mean +0.067, sample sd 0.306, standard error 0.176
     assert "| spade | +0.067 ± 0.176 (+0.40 / +0.00 / -0.20) | – |" in table
     fixed = {"0": {"rounds": [{"heldout": {"all": 0.25}}, {"designs": 0}]}}
-    assert bench.reward_change_table({"runs": {"fixed-pool": fixed}}) == []
+    assert tables.reward_change_table({"runs": {"fixed-pool": fixed}}) == []
