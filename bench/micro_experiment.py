@@ -11,10 +11,11 @@ Arms (each `examples/micro.toml` with one change, `--seeds` seeds each):
                       whose exemplars it is shown (regret.shuffle_memory_scores): neither
                       its updates nor its prompts carry the signal
 and, on request, spade-invalid-penalty (SPADE with regret.invalid = penalty: the designer
-is also trained on its invalid designs, which the published recipe drops) and
-spade-design-replay (SPADE whose agent steps rehearse the round's valid designs,
-train.design_replay = 1; spade_cli/train/design_replay.py) with its own negative control,
-negative-control-design-replay; spade-first-round-replay and
+is also trained on its invalid designs, which the published recipe drops) with its own
+negative control, negative-control-invalid-penalty (the valid designs' rewards shuffled,
+the penalties kept), and spade-design-replay (SPADE whose agent steps rehearse the
+round's valid designs, train.design_replay = 1; spade_cli/train/design_replay.py) with its
+own negative control, negative-control-design-replay; spade-first-round-replay and
 negative-control-first-round-replay rehearse round 1's designs instead, which the starting
 model wrote (loop.replayed_designs = first-round).
 
