@@ -39,11 +39,11 @@ sys.path.insert(0, str(ROOT))
 from spade_cli.loop import stage_process  # noqa: E402
 from spade_cli.micro import LIBRARY  # noqa: E402
 from spade_cli.micro.model import build_micro_model  # noqa: E402
-from spade_cli.micro.site.spade_micro import SKILLS  # noqa: E402
+from spade_cli.micro.site.spade_micro import FAMILIES, SKILLS  # noqa: E402
 from spade_cli.recordio import RecordReader, write_records  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
-from micro_experiment import FAMILIES, FAMILY, LEVEL  # noqa: E402
+from micro_experiment import FAMILY, LEVEL  # noqa: E402
 
 # Where each family's reward peaks: as far apart as the six levels allow.
 TARGETS = {"corridor": 5, "code": 3, "switch": 1}

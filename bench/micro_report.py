@@ -22,15 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spade_cli.micro.ceiling import ceilings  # noqa: E402
+from spade_cli.micro.site.spade_micro import FAMILIES  # noqa: E402
 
 # The designer's reward as it trained on it, and as a fixed agent (the micro model) sees it.
 REWARDS = (
     ("designer_reward", "designer reward"),
     ("designer_reward_fixed_agent", "with a fixed agent"),
 )
-
-
-FAMILIES = ("corridor", "code", "switch")
 
 
 def thirds(xs: list[float]) -> tuple[float, float]:
