@@ -36,17 +36,32 @@ def thirds(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs[:k]), statistics.fmean(xs[-k:])
 
 
+def reward_thirds(run: dict, key: str) -> tuple[float, float] | None:
+    """A run's designer reward (`key`: one of REWARDS) over its first and last third of
+    the rounds; None with fewer than three rounds that have one."""
+    rew = [x[key] for x in run["rounds"][1:] if x.get(key) is not None]
+    return thirds(rew) if len(rew) >= 3 else None
+
+
+def heldout_gain(run: dict) -> float:
+    """A run's held-out solve rate after its last round minus round 0's."""
+    return run["rounds"][-1]["heldout"]["all"] - run["rounds"][0]["heldout"]["all"]
+
+
+def standard_error(xs: list[float]) -> float | None:
+    """The standard error of a mean over seeds, from their spread; None for one seed."""
+    return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None
+
+
 def verdicts(results: dict) -> list[str]:
     out = []
     for arm, runs in results["runs"].items():
         for seed, res in runs.items():
             rs = res["rounds"]
-            gain = rs[-1]["heldout"]["all"] - rs[0]["heldout"]["all"]
-            line = f"{arm:17s} seed {seed}: held-out {rs[0]['heldout']['all']:.3f} -> {rs[-1]['heldout']['all']:.3f} ({gain:+.3f})"
+            line = f"{arm:17s} seed {seed}: held-out {rs[0]['heldout']['all']:.3f} -> {rs[-1]['heldout']['all']:.3f} ({heldout_gain(res):+.3f})"
             for key, what in REWARDS:
-                rew = [r[key] for r in rs[1:] if r.get(key) is not None]
-                if len(rew) >= 3:
-                    a, b = thirds(rew)
+                if ends := reward_thirds(res, key):
+                    a, b = ends
                     line += f"; {what} first third {a:.3f}, last third {b:.3f} ({'up' if b > a else 'not up'})"
             share = [r["plateau_share"] for r in rs[1:] if r.get("plateau_share") is not None]
             if len(share) >= 3:
@@ -112,16 +127,12 @@ def summary(results: dict) -> str:
     for arm, runs in results["runs"].items():
         seeds = list(runs.values())
         held = [f"{r['rounds'][-1]['heldout']['all']:.3f}" for r in seeds]
-        gains = [
-            r["rounds"][-1]["heldout"]["all"] - r["rounds"][0]["heldout"]["all"] for r in seeds
-        ]
+        gains = [heldout_gain(r) for r in seeds]
         rewards = {key: [] for key, _ in REWARDS}
         for r in seeds:
             for key, cells in rewards.items():
-                rew = [x[key] for x in r["rounds"][1:] if x.get(key) is not None]
-                if len(rew) >= 3:
-                    a, b = thirds(rew)
-                    cells.append(f"{a:.2f} → {b:.2f}")
+                if ends := reward_thirds(r, key):
+                    cells.append(f"{ends[0]:.2f} → {ends[1]:.2f}")
         reward_cells = " | ".join("; ".join(cells) or "–" for cells in rewards.values())
         later = [x for r in seeds for x in r["rounds"][1:]]
         groups = [x["agent_groups"] for x in later if x.get("agent_groups")]
@@ -197,23 +208,19 @@ def gain_table(results: dict) -> list[str]:
     against each other arm's, with the standard error of that difference."""
     finals, gains = {}, {}
     for arm, runs in results["runs"].items():
-        rs = [r["rounds"] for r in runs.values()]
-        finals[arm] = [r[-1]["heldout"]["all"] for r in rs]
-        gains[arm] = [r[-1]["heldout"]["all"] - r[0]["heldout"]["all"] for r in rs]
+        finals[arm] = [r["rounds"][-1]["heldout"]["all"] for r in runs.values()]
+        gains[arm] = [heldout_gain(r) for r in runs.values()]
     if not any(len(g) > 1 for g in gains.values()):
         return []
-
-    def se(xs: list[float]) -> float | None:
-        return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None
-
     first = next(iter(finals))
+    lead_err = standard_error(finals[first])
     rows = []
     for arm in finals:
-        err = se(gains[arm])
+        err, final_err = standard_error(gains[arm]), standard_error(finals[arm])
         diff = "–"
-        if arm != first and err is not None and se(finals[first]) is not None:
+        if arm != first and final_err is not None and lead_err is not None:
             d = statistics.fmean(finals[first]) - statistics.fmean(finals[arm])
-            diff = f"{d:+.3f} ± {math.hypot(se(finals[first]), se(finals[arm])):.3f}"
+            diff = f"{d:+.3f} ± {math.hypot(lead_err, final_err):.3f}"
         rows.append(
             _row(
                 [
@@ -249,14 +256,10 @@ def reward_change_table(results: dict) -> list[str]:
     for arm, runs in results["runs"].items():
         cells = []
         for key, _ in REWARDS:
-            changes = []
-            for r in runs.values():
-                rew = [x[key] for x in r["rounds"][1:] if x.get(key) is not None]
-                if len(rew) >= 3:
-                    a, b = thirds(rew)
-                    changes.append(b - a)
+            ends = [e for e in (reward_thirds(r, key) for r in runs.values()) if e]
+            changes = [b - a for a, b in ends]
             if len(changes) > 1:
-                err = statistics.stdev(changes) / math.sqrt(len(changes))
+                err = standard_error(changes)
                 each = " / ".join(f"{c:+.2f}" for c in changes)
                 cells.append(f"{statistics.fmean(changes):+.3f} ± {err:.3f} ({each})")
             else:
