@@ -701,6 +701,14 @@ class TrainSettings:
         micro-step (default: one group).""",
     )
     grad_accum: int = option(1, "--grad-accum", min=1, help="Micro-steps per optimizer step.")
+    whole_batch: bool = option(
+        False,
+        "--whole-batch/--batch-steps",
+        help="""One optimizer step over every
+        trainable group of the run, accumulated a micro-step at a time (--grad-accum is then
+        set from the data), as the published trainer takes one step per rollout; default:
+        a step every --grad-accum micro-steps.""",
+    )
     max_prompt_length: int | None = option(
         None, "--max-prompt-length", min=1, help="Keep the last N prompt tokens."
     )

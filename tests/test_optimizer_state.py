@@ -54,6 +54,18 @@ def test_carried_moments_resume_with_the_runs_own_learning_rate(tiny_model, tok,
     assert max(float((a[k] - b[k]).abs().max()) for k in a) > 0  # the moments changed the step
 
 
+@pytest.mark.slow  # two real training runs on the tiny model
+def test_whole_batch_takes_one_optimizer_step_over_the_run(tiny_model, tok, tmp_path):
+    data = write(tmp_path / "round.jsonl", round_records(tok))
+    batched = run(job(tiny_model, tmp_path / "batched", data))
+    assert batched["steps"] > 1
+    whole = run(
+        job(tiny_model, tmp_path / "whole", data, whole_batch=True, optimizer_state="carry")
+    )
+    saved = torch.load(tmp_path / "whole" / optimizer_state.FILE, weights_only=True)
+    assert whole["steps"] == steps_taken(saved) == 1
+
+
 def test_a_state_for_other_parameters_is_refused_by_name(tmp_path):
     model = torch.nn.Linear(3, 2)
     opt = torch.optim.AdamW(model.parameters())

@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -196,6 +197,27 @@ def test_batch_plan_spans_steps_when_a_step_holds_part_of_a_group(tmp_path):
     )
     with pytest.raises(DataError, match="needs 6"):
         plan(per_device_batch_size=24)
+
+
+def test_whole_batch_plan_takes_one_optimizer_step_over_every_group(tmp_path):
+    from spade_cli.train.config import TrainJob
+    from spade_cli.train.grpo import plan_batches
+
+    recs = []
+    for g in range(5):
+        recs += [designer(f"d{g}{i}", f"g{g}", [1], [2, i], float(i)) for i in range(4)]
+    groups, _ = read_groups([str(write(tmp_path / "p.jsonl", recs))], role="designer")
+    job = TrainJob(model="m", output_dir="o", whole_batch=True, grad_accum=3)
+
+    def plan(processes=1, **kw):
+        p = plan_batches(replace(job, **kw), groups, processes)
+        return p["grad_accum"], p["steps"], p["left_out_groups"]
+
+    assert plan() == (5, 1, 0)  # five micro-steps of one group each, one optimizer step
+    assert plan(epochs=2) == (5, 2, 0)  # GRPO's mu passes over the same batch
+    assert plan(per_device_batch_size=2) == (10, 1, 0)
+    # Two processes share the micro-steps; the odd group is left out, as for any batch.
+    assert plan(processes=2) == (2, 1, 1)
 
 
 def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):

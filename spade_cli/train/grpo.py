@@ -136,7 +136,10 @@ def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) 
     per_device = cfg.per_device_batch_size or g
     if per_device < 1:
         raise UsageError("--per-device-batch-size must be at least 1")
-    step_rows = per_device * num_processes * cfg.grad_accum
+    accum = cfg.grad_accum
+    if cfg.whole_batch:  # as many micro-steps as the groups fill: one optimizer step
+        accum = max(1, len(groups) * g // (per_device * num_processes))
+    step_rows = per_device * num_processes * accum
     spans = g // math.gcd(step_rows, g)  # optimizer steps per generation batch
     gen_rows = step_rows * spans
     groups_per_gen = gen_rows // g
@@ -149,7 +152,8 @@ def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) 
     return {
         "group_size": g,
         "per_device": per_device,
-        "steps_per_generation": cfg.grad_accum * spans,
+        "grad_accum": accum,
+        "steps_per_generation": accum * spans,
         "groups_per_step": groups_per_gen,
         "steps": gens * spans * cfg.epochs,
         "left_out_groups": len(groups) - gens * groups_per_gen,
@@ -226,7 +230,7 @@ def build_trainer(
     args = GRPOConfig(
         output_dir=work_dir,
         per_device_train_batch_size=plan["per_device"],
-        gradient_accumulation_steps=cfg.grad_accum,
+        gradient_accumulation_steps=plan["grad_accum"],
         steps_per_generation=plan["steps_per_generation"],
         num_generations=plan["group_size"],
         num_iterations=cfg.epochs,
