@@ -121,8 +121,9 @@ def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) 
     """Group size G, per-device batch, generation batch and optimizer steps, or a clear error.
 
     TRL needs every generation batch (the rows whose rewards are normalised together) to
-    hold whole groups. One optimizer step holds per-device x processes x grad-accum rows;
-    when that is not a multiple of G, a generation batch spans the fewest optimizer steps
+    hold whole groups. One optimizer step holds per-device x processes x grad-accum rows,
+    where --whole-batch makes grad-accum as many micro-steps as the groups fill; when that
+    is not a multiple of G, a generation batch spans the fewest optimizer steps
     that make it one (TRL then recomputes the old logprobs for the later steps, as it does
     for any batch reused across steps)."""
     g = cfg.group_size or max(len(x) for x in groups)
