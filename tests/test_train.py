@@ -175,8 +175,8 @@ def test_mixing_ratio_subsamples_the_plentiful_role(tmp_path):
 
 
 def test_batch_plan_spans_steps_when_a_step_holds_part_of_a_group(tmp_path):
+    from spade_cli.train.batches import plan_batches
     from spade_cli.train.config import TrainJob
-    from spade_cli.train.grpo import plan_batches
 
     recs = []
     for g in range(5):
@@ -200,8 +200,8 @@ def test_batch_plan_spans_steps_when_a_step_holds_part_of_a_group(tmp_path):
 
 
 def test_whole_batch_plan_takes_one_optimizer_step_over_every_group(tmp_path):
+    from spade_cli.train.batches import plan_batches
     from spade_cli.train.config import TrainJob
-    from spade_cli.train.grpo import plan_batches
 
     recs = []
     for g in range(5):

@@ -155,7 +155,8 @@ def _unchanged(cfg: TrainJob, e: NothingToTrain) -> dict:
 
 def _train(cfg: TrainJob, groups: list, stats: Any) -> dict | None:
     """Check the settings against the data, then train here or under accelerate."""
-    from ..train.grpo import check_config, plan_batches
+    from ..train.batches import plan_batches
+    from ..train.grpo import check_config
 
     check_config(cfg)
     _say_refused(stats)

@@ -9,7 +9,6 @@ for `perf/tokens_per_second` and writes metrics under namespaced keys, is traine
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import time
@@ -17,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import timing
-from ..errors import DataError, ResourceError, UsageError
+from ..errors import ResourceError, UsageError
 from ..logs import log
 from . import optimizer_state
+from .batches import plan_batches
 from .config import LOSS_TYPES, TrainJob
 from .design_replay import design_replay_for
 from .feeder import StoredRollouts, quiet_padding_warning, stored_reward
@@ -115,50 +115,6 @@ def check_config(cfg: TrainJob) -> None:
             )
         if model_kind(cfg.ref_model) != "full":
             raise UsageError(f"{cfg.ref_model}: the reference model must be a full HF model")
-
-
-def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) -> dict[str, int]:
-    """Group size G, per-device batch, generation batch and optimizer steps, or a clear error.
-
-    TRL needs every generation batch (the rows whose rewards are normalised together) to
-    hold whole groups. One optimizer step holds per-device x processes x grad-accum rows,
-    where --whole-batch makes grad-accum as many micro-steps as the groups fill; when that
-    is not a multiple of G, a generation batch spans the fewest optimizer steps
-    that make it one (TRL then recomputes the old logprobs for the later steps, as it does
-    for any batch reused across steps)."""
-    g = cfg.group_size or max(len(x) for x in groups)
-    if g < 2:
-        raise UsageError("--group-size must be at least 2")
-    too_big = [len(x) for x in groups if len(x) > g]
-    if too_big:
-        raise DataError(
-            f"{len(too_big)} groups have more than --group-size {g} samples (largest {max(too_big)})"
-        )
-    per_device = cfg.per_device_batch_size or g
-    if per_device < 1:
-        raise UsageError("--per-device-batch-size must be at least 1")
-    accum = cfg.grad_accum
-    if cfg.whole_batch:  # as many micro-steps as the groups fill: one optimizer step
-        accum = max(1, len(groups) * g // (per_device * num_processes))
-    step_rows = per_device * num_processes * accum
-    spans = g // math.gcd(step_rows, g)  # optimizer steps per generation batch
-    gen_rows = step_rows * spans
-    groups_per_gen = gen_rows // g
-    gens = len(groups) // groups_per_gen
-    if gens == 0:
-        raise DataError(
-            f"{len(groups)} trainable groups but one batch of whole groups needs {groups_per_gen} "
-            f"({gen_rows} rows of group size {g}): lower --per-device-batch-size or --grad-accum"
-        )
-    return {
-        "group_size": g,
-        "per_device": per_device,
-        "grad_accum": accum,
-        "steps_per_generation": accum * spans,
-        "groups_per_step": groups_per_gen,
-        "steps": gens * spans * cfg.epochs,
-        "left_out_groups": len(groups) - gens * groups_per_gen,
-    }
 
 
 # --------------------------------------------------------------------------- model
