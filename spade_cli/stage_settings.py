@@ -703,7 +703,7 @@ class TrainSettings:
     grad_accum: int = option(1, "--grad-accum", min=1, help="Micro-steps per optimizer step.")
     whole_batch: bool = option(
         False,
-        "--whole-batch/--batch-steps",
+        "--whole-batch/--no-whole-batch",
         help="""One optimizer step over every
         trainable group of the run, accumulated a micro-step at a time (--grad-accum is then
         set from the data), as the published trainer takes one step per rollout; default:
