@@ -218,6 +218,10 @@ def test_whole_batch_plan_takes_one_optimizer_step_over_every_group(tmp_path):
     assert plan(per_device_batch_size=2) == (10, 1, 0)
     # Two processes share the micro-steps; the odd group is left out, as for any batch.
     assert plan(processes=2) == (2, 1, 1)
+    # Micro-steps of 3 rows hold whole groups of 4 only in fours (12 rows, 3 groups).
+    assert plan(per_device_batch_size=3) == (4, 1, 2)
+    with pytest.raises(DataError, match="whole-batch"):
+        plan(per_device_batch_size=24)
 
 
 def test_cli_rejects_bad_model_and_empty_input(cli, tmp_path):

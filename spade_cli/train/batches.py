@@ -19,8 +19,8 @@ def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) 
 
     TRL needs every generation batch (the rows whose rewards are normalised together) to
     hold whole groups. One optimizer step holds per-device x processes x grad-accum rows,
-    where --whole-batch makes grad-accum as many micro-steps as the groups fill; when that
-    is not a multiple of G, a generation batch spans the fewest optimizer steps
+    where --whole-batch makes grad-accum the most micro-steps that hold whole groups; when
+    that is not a multiple of G, a generation batch spans the fewest optimizer steps
     that make it one (TRL then recomputes the old logprobs for the later steps, as it does
     for any batch reused across steps)."""
     g = cfg.group_size or max(len(x) for x in groups)
@@ -35,8 +35,16 @@ def plan_batches(cfg: TrainJob, groups: list[list[Sample]], num_processes: int) 
     if per_device < 1:
         raise UsageError("--per-device-batch-size must be at least 1")
     accum = cfg.grad_accum
-    if cfg.whole_batch:  # as many micro-steps as the groups fill: one optimizer step
-        accum = max(1, len(groups) * g // (per_device * num_processes))
+    if cfg.whole_batch:  # the most micro-steps whose rows are whole groups: one step
+        most = len(groups) * g // (per_device * num_processes)
+        fits = [a for a in range(most, 0, -1) if per_device * num_processes * a % g == 0]
+        if not fits:
+            raise DataError(
+                f"{len(groups)} trainable groups of {g} rows do not fill one step of whole "
+                f"groups at --per-device-batch-size {per_device} x {num_processes} processes "
+                "(--whole-batch): lower --per-device-batch-size"
+            )
+        accum = fits[0]
     step_rows = per_device * num_processes * accum
     spans = g // math.gcd(step_rows, g)  # optimizer steps per generation batch
     gen_rows = step_rows * spans
