@@ -16,6 +16,15 @@ from spade_cli.sandbox import SandboxConfig
 from .helpers import assert_same, run_cli
 
 
+def test_a_replayed_record_loses_the_score_of_its_earlier_plays():
+    """A scored record played again (the pool picked by reward re-plays its picks) carries
+    new plays: the score spade-regret computed from the old ones must not travel with them."""
+    old = {**cand(GUESS, "guess"), "score": {"valid": True, "reward": 0.9}}
+    (rec,) = run_rollouts([old], ReplayAgent(), k=1, sandbox_cfg=CFG)
+    assert rec["rollouts"]["nohint"] and "score" not in rec
+    assert old["score"] == {"valid": True, "reward": 0.9}  # the input is left as it was
+
+
 def run_rollouts(*args, **kw):
     """These environments write their own hints (info["hint"]): --hint-source env. The
     model's hints (the default, `self`) are tested in test_hint.py."""

@@ -145,6 +145,9 @@ class Job:
         nohint = [e.record() for e in self.episodes if not e.hinted]
         hint = [e.record() for e in self.episodes if e.hinted]
         rec = dict(self.record)
+        # A score describes the plays it was computed from: re-played, the record has none
+        # until spade-regret scores these.
+        rec.pop("score", None)
         rec["rollouts"] = {
             "agent": agent_info,
             "k": k,
