@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from spade_cli.errors import UsageError
 from spade_cli.loop.config import load_config
 from spade_cli.loop.recipe import round_stages
 from spade_cli.stage_settings import ESTIMATORS
@@ -104,3 +105,37 @@ def test_each_design_pass_after_the_first_samples_fresh_documents(tmp_path):
         and "--fresh-docs"
         not in next(s for s in round_stages(same, 1) if s.name == "design-2").args
     )
+
+
+def test_the_pool_drawn_by_reward_plays_every_environment_and_trains_on_the_best(tmp_path):
+    """baseline.pool_draw = reward: the whole pool plays, spade-memory pool --by reward
+    picks pool_size of the scored records, and every agent step trains on those."""
+    base = {
+        "runs_dir": str(tmp_path),
+        "loop": {"world": "micro"},
+        "baseline": {"mode": "fixed-pool", "pool": "micro", "pool_size": 8},
+        "train": {"role": "agent"},
+    }
+    uniform = {s.name: s for s in round_stages(load_config(None, base), 2)}
+    assert uniform["pool"].args[uniform["pool"].args.index("-n") + 1] == "8"
+    assert "pick" not in uniform and uniform["train"].inputs[0].endswith("scored.jsonl.zst")
+
+    by_reward = {**base, "baseline": {**base["baseline"], "pool_draw": "reward"}}
+    for steps in (1, 3):
+        cfg = load_config(None, {**by_reward, "loop": {"world": "micro", "agent_steps": steps}})
+        stages = {s.name: s for s in round_stages(cfg, 2)}
+        assert stages["pool"].args[stages["pool"].args.index("-n") + 1] == "0"  # all play
+        pick = stages["pick"]
+        assert pick.cmd == "memory" and pick.inputs[0] == "pool"
+        assert pick.inputs[1].endswith("round-002/scored.jsonl.zst")
+        assert pick.args[pick.args.index("-n") + 1] == "8" and "reward" in pick.args
+        picked = str(pick.output)
+        first = stages["train" if steps == 1 else "train-s1"]
+        assert first.inputs == [picked]
+        for s in range(2, steps + 1):  # the further steps re-play the picked environments
+            assert stages[f"rollout-s{s}"].inputs == [picked]
+
+
+def test_the_pool_draw_needs_the_fixed_pool(tmp_path):
+    with pytest.raises(UsageError, match="baseline.pool_draw"):
+        load_config(None, {"runs_dir": str(tmp_path), "baseline": {"pool_draw": "reward"}})

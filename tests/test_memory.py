@@ -446,6 +446,79 @@ def test_spade_memory_pool_from_memory_file(tmp_path, cli):
     assert len(cli("memory", "pool", path, "-n", "0").stdout.splitlines()) == 6
 
 
+def scored_record(rid: str, reward, valid: bool = True) -> dict:
+    """A candidate as spade-regret leaves it: validated, played, scored."""
+    return {
+        "kind": "candidate",
+        "v": 1,
+        "id": rid,
+        "parents": [],
+        "origin": "library",
+        "round": 1,
+        "group": rid,
+        "env": {"code": f"# {rid}"},
+        "validation": {"valid": valid, "reason": "ok" if valid else "import_error"},
+        "rollouts": {"nohint": [{"return": 1.0}], "hint": []},
+        "score": {"valid": valid, "reward": reward if valid else None},
+    }
+
+
+def test_spade_memory_pool_by_reward_keeps_the_best_scored_records_whole(tmp_path, cli):
+    rewards = {"a": 0.2, "b": 0.9, "c": 0.5, "d": 0.5, "e": 0.5, "f": 0.1}
+    recs = [scored_record(k, v) for k, v in rewards.items()]
+    recs.append(scored_record("broken", None, valid=False))
+    recs.append({**scored_record("unscored", 0.0), "score": None})
+    path = tmp_path / "scored.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+
+    def pick(n: str, seed: str, round_: str = "2") -> list[dict]:
+        r = cli(
+            "memory", "pool", path, "-n", n, "--by", "reward", "--round", round_, "--seed", seed
+        )
+        assert r.returncode == 0, r.stderr
+        return [orjson.loads(x) for x in r.stdout.splitlines()]
+
+    best = pick("3", "0")
+    assert [c["id"] for c in best][0] == "b"
+    assert {c["id"] for c in best[1:]} < {"c", "d", "e"}  # two of the three tied at 0.5
+    # kept whole: the plays and the score train the agent; the round is the pick's
+    assert all(c["rollouts"] and c["score"]["reward"] is not None and c["round"] == 2 for c in best)
+    assert pick("3", "0") == best  # reproducible
+    ties = {tuple(c["id"] for c in pick("3", str(s))[1:]) for s in range(12)}
+    assert len(ties) > 1  # ties fall at random with the seed
+    # all: every valid scored record, best first; the invalid and the unscored never
+    every = [c["id"] for c in pick("0", "0")]
+    assert len(every) == 6 and every[0] == "b" and every[-1] == "f"
+
+
+def test_spade_memory_pool_by_reward_takes_the_skills_in_turn(tmp_path, cli):
+    """As the designer's prompts take the skills in turn: the best of each skill, then the
+    second best of each, even where one skill holds every high reward."""
+    rewards = {"a1": 0.9, "a2": 0.8, "a3": 0.7, "a4": 0.6, "b1": 0.3, "b2": 0.2, "c1": 0.1}
+    recs = [{**scored_record(k, v), "family": k[0]} for k, v in rewards.items()]
+    path = tmp_path / "scored.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    r = cli("memory", "pool", path, "-n", "5", "--by", "reward", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    ids = [orjson.loads(x)["id"] for x in r.stdout.splitlines()]
+    assert set(ids[:3]) == {"a1", "b1", "c1"} and set(ids[3:]) == {"a2", "b2"}
+
+
+def test_spade_memory_pool_by_reward_refuses_what_it_cannot_rank(tmp_path, cli):
+    d = tmp_path / "envs"
+    d.mkdir()
+    (d / "nim.py").write_text((ENVS / "nim.py").read_text())
+    r = cli("memory", "pool", d, "--by", "reward")
+    assert r.returncode == 2 and b"scored file" in r.stderr
+    r = cli("memory", "pool", d, "--by", "best")
+    assert r.returncode == 2 and b"--by must be one of uniform, reward" in r.stderr
+    unscored = tmp_path / "validated.jsonl"
+    unscored.write_bytes(orjson.dumps({**scored_record("x", 0.0), "score": None}) + b"\n")
+    r = cli("memory", "pool", unscored, "--by", "reward")
+    assert r.returncode == 3
+    assert b"no valid scored record" in r.stderr and b"validated.jsonl" in r.stderr
+
+
 def test_spade_memory_pool_from_library_dir(tmp_path, cli):
     d = tmp_path / "envs"
     d.mkdir()

@@ -26,6 +26,7 @@ Memory = Annotated[
     str, typer.Argument(help="Memory file (env records, any compression).", show_default=False)
 ]
 SORT_KEYS = ("regret", "reward", "learnability", "round", "replays")
+POOL_DRAWS = ("uniform", "reward")
 
 
 def _load(path: str) -> list[dict]:
@@ -205,13 +206,29 @@ def pool(
     round_: Annotated[
         int, typer.Option("--round", min=0, help="Round recorded on the candidates.")
     ] = 0,
+    by: Annotated[
+        str,
+        typer.Option(
+            "--by",
+            help="How: uniform (a uniform draw) or reward: the N with the highest designer reward "
+            "in a file spade-regret scored, the skills (`family`) in turn as the designer's "
+            "prompts take them (ties at random; unscored and invalid records are never "
+            "drawn), kept whole, rollouts and score included.",
+        ),
+    ] = "uniform",
     seed: Seed = 0,
     output: Output = "-",
     zstd: Zstd = False,
     verbose: Verbose = 0,
     quiet: Quiet = False,
 ) -> None:
-    """Draw N environments uniformly (without replacement, deterministic for seed and round) from a fixed pool, as candidate records for spade-validate: the fixed-environment baseline."""
+    """Draw N environments from a fixed pool, uniformly (without replacement, deterministic for seed and round) or by the designer's reward, as candidate records for spade-validate: the fixed-environment baselines."""
+    if by not in POOL_DRAWS:
+        raise UsageError(f"--by must be one of {', '.join(POOL_DRAWS)}, got {by!r}")
+    if by == "reward" and os.path.isdir(source):
+        raise UsageError(
+            f"{source}: --by reward ranks a scored file (spade-regret's output), not a directory"
+        )
     if os.path.isdir(source):
         from ..envs.library import library_candidates, load_library
         from ..envs.pool_import import is_released_pool, pool_from_dir
@@ -227,10 +244,25 @@ def pool(
                 items.append(mem.pool_candidate(rec, round_))
             else:
                 items.append({**rec, "round": round_})
-    picked = mem.draw(items, n, seed, "pool", round_)
+    if by == "reward":
+        picked = mem.draw_best(items, n, seed, "pool", round_)
+        if items and not picked:
+            raise DataError(
+                "no valid scored record to rank by reward (spade-regret scores them)", source
+            )
+        best = ", ".join(f"{mem.designer_reward(r):.2f}" for r in picked)
+        log.info(
+            "%d of %d scored environments kept for round %d (rewards %s)",
+            len(picked),
+            len(items),
+            round_,
+            best,
+        )
+    else:
+        picked = mem.draw(items, n, seed, "pool", round_)
+        log.info("%d of %d pool environments drawn for round %d", len(picked), len(items), round_)
     with open_output(output, zstd) as out:
         out.write_all(picked)
-    log.info("%d of %d pool environments drawn for round %d", len(picked), len(items), round_)
 
 
 @app.command()

@@ -57,6 +57,17 @@ class BaselineSettings:
     pool_size: int = option(
         8, cli=False, min=1, help="Environments drawn from the pool each round."
     )
+    pool_draw: str = option(
+        "uniform",
+        cli=False,
+        choices=("uniform", "reward"),
+        help="""How mode =
+        fixed-pool picks the round's pool_size environments: uniform (at random) or reward
+        (every pool environment is played, both conditions, and the agent trains on the
+        pool_size with the highest designer reward under the current agent, the skills in
+        turn: the choice a designer that maximised its reward over the pool would make;
+        spade-memory pool --by reward).""",
+    )
 
 
 @dataclass
@@ -195,6 +206,11 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
         raise UsageError(
             f"{source}: 'loop.replayed_designs' chooses what train.design_replay rehearses; "
             f"set train.design_replay above 0 (it is off)"
+        )
+    if cfg.baseline.pool_draw != "uniform" and cfg.baseline.mode != "fixed-pool":
+        raise UsageError(
+            f"{source}: 'baseline.pool_draw' picks from the fixed pool; set baseline.mode = "
+            f'"fixed-pool" (it is {cfg.baseline.mode!r})'
         )
     own_step = (cfg.train.designer_learning_rate, cfg.train.designer_epochs)
     if any(v is not None for v in own_step) and cfg.loop.agent_steps == 1:

@@ -23,6 +23,8 @@ SCORED = "scored.jsonl.zst"
 """The regret stage's output: the round's candidates with their scores."""
 SCORED_WINDOW = "scored-window.jsonl.zst"
 """With several agent steps, the designer's rewards over the window's no-hint plays."""
+PICKED = "picked.jsonl.zst"
+"""With baseline.pool_draw = reward, the pool environments the agent trains on."""
 MEMORY = "memory.jsonl.zst"
 """The environment memory after the round."""
 

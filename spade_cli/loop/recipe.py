@@ -19,6 +19,7 @@ from ..stage_settings import TrainSettings
 from .config import LoopConfig
 from .layout import (
     MEMORY,
+    PICKED,
     SCORED,
     SCORED_WINDOW,
     Stage,
@@ -94,6 +95,8 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
         replay_args = ["--replay", str(replay)]
         rollout_order.append(str(replay))
 
+    # The pool picked by the designer's reward: every environment plays, the best train.
+    by_reward = cfg.baseline.mode == "fixed-pool" and cfg.baseline.pool_draw == "reward"
     if cfg.baseline.mode == "fixed-pool":
         from ..envs.library import library_dir
 
@@ -116,7 +119,8 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                 "pool",
                 "memory",
                 ["pool", pool],
-                ["-n", str(cfg.baseline.pool_size), "--round", str(r), "--seed", seed],
+                ["-n", str(0 if by_reward else cfg.baseline.pool_size), "--round", str(r)]
+                + ["--seed", seed],
                 cands,
                 [cands],
             )
@@ -317,6 +321,23 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
             keep=True,
         )
     )
+    trained = scored
+    if by_reward:
+        # The agent trains on the pool_size best by the designer's reward (their scored
+        # plays), and its further steps re-play those.
+        trained = d / PICKED
+        out.append(
+            Stage(
+                "pick",
+                "memory",
+                ["pool", str(scored)],
+                ["-n", str(cfg.baseline.pool_size), "--by", "reward", "--round", str(r)]
+                + ["--seed", seed],
+                trained,
+                [trained],
+            )
+        )
+        rollout_in = rollout_order = [str(trained)]
 
     if cfg.train.enabled:
         ckpt, ckpt_rec = d / "checkpoint", d / checkpoint_record()
@@ -328,7 +349,7 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
                 Stage(
                     "train",
                     "train",
-                    [str(scored)],
+                    [str(trained)],
                     [
                         "--model",
                         model,
@@ -347,7 +368,7 @@ def round_stages(cfg: LoopConfig, r: int) -> list[Stage]:
             )
         else:
             out += agent_steps(
-                cfg, r, train, model, seed, rollout_in, rollout_order, replay_args, sandbox
+                cfg, r, train, model, seed, trained, rollout_in, rollout_order, replay_args, sandbox
             )
 
     if cfg.eval.suites:
@@ -423,6 +444,7 @@ def agent_steps(
     train: TrainSettings,
     model: str,
     seed: str,
+    trained: Path,
     rollout_in: list[str],
     rollout_order: list[str],
     replay_args: list[str],
@@ -430,7 +452,8 @@ def agent_steps(
 ) -> list[Stage]:
     """The training of a round of `loop.agent_steps` steps on the same environments.
 
-    Step 1 trains the agent on the round's scored plays (`train-s1`). Step s > 1 re-plays
+    Step 1 trains the agent on the round's scored plays (`train-s1`; TRAINED: the scored
+    file, or the pool's best picked from it). Step s > 1 re-plays
     the environments without hints on step s-1's checkpoint (`rollout-sS`) and trains
     the agent on those plays (`train-sS`). Then the designer: its rewards recomputed with
     the win rate over all the window's no-hint plays, the regret kept from step 1
@@ -449,7 +472,7 @@ def agent_steps(
     window: list[str] = []
     step_model = model
     for s in range(1, n + 1):
-        train_in = str(d / SCORED)
+        train_in = str(trained)
         if s > 1:
             plays = d / step_rollouts(s)
             out.append(

@@ -26,7 +26,9 @@ from .exemplars import (
 from .replay import (
     REPLAY_BETA,
     REPLAY_RHO,
+    designer_reward,
     draw,
+    draw_best,
     pool_candidate,
     replay_candidate,
     replay_candidates,
@@ -85,4 +87,6 @@ __all__ = [
     "replay_candidates",
     "pool_candidate",
     "draw",
+    "draw_best",
+    "designer_reward",
 ]

@@ -16,6 +16,7 @@ Replay policy (`select_replay`), after prioritised level replay (Jiang et al., 2
 from __future__ import annotations
 
 import random
+from itertools import zip_longest
 
 from ..records import make_id, new_record, stable_hash
 from .store import Entry
@@ -168,3 +169,27 @@ def draw(items: list[dict], n: int, seed: int, stage: str, round_: int) -> list[
     rng = random.Random(int(stable_hash(seed, stage, round_, n=16), 16))
     k = len(pool) if n <= 0 else min(n, len(pool))
     return rng.sample(pool, k)
+
+
+def designer_reward(rec: dict) -> float | None:
+    """The designer's reward spade-regret gave a record, or None (unscored or invalid)."""
+    score = rec.get("score")
+    if not isinstance(score, dict) or score.get("valid") is False:
+        return None
+    r = score.get("reward")
+    return float(r) if isinstance(r, int | float) and not isinstance(r, bool) else None
+
+
+def draw_best(items: list[dict], n: int, seed: int, stage: str, round_: int) -> list[dict]:
+    """The n scored items with the highest designer reward (all when n is 0), taken in turn
+    from each skill (`family`), as the designer's prompts take the skills in turn: the best
+    of each, then the second best of each, and so on. Equal rewards, and the order of the
+    skills, follow `draw`'s order for (seed, stage, round): ties fall at random but
+    reproducibly. Unscored and invalid items are never drawn."""
+    by_skill: dict[object, list[dict]] = {}
+    for r in draw(items, 0, seed, stage, round_):
+        if designer_reward(r) is not None:
+            by_skill.setdefault(r.get("family"), []).append(r)
+    ranked = [sorted(rs, key=lambda r: -designer_reward(r)) for rs in by_skill.values()]
+    turns = [r for rank in zip_longest(*ranked) for r in rank if r is not None]
+    return turns if n <= 0 else turns[:n]
