@@ -10,8 +10,12 @@ Arms (each `examples/micro.toml` with one change, `--seeds` seeds each):
                       in its training (train.shuffle_designer_rewards) and in the memory
                       whose exemplars it is shown (regret.shuffle_memory_scores): neither
                       its updates nor its prompts carry the signal
-and, on request, spade-invalid-penalty (SPADE with regret.invalid = penalty: the designer
-is also trained on its invalid designs, which the published recipe drops) with its own
+and, on request, oracle-pool (each round every family at every level plays, both
+conditions, and the agent trains on the 8 with the highest designer reward under the
+current agent, the skills in turn: what a designer that maximised its own reward over the
+library would give it; its picks are reported as its designs), spade-invalid-penalty
+(SPADE with regret.invalid = penalty: the designer is also trained on its invalid designs,
+which the published recipe drops) with its own
 negative control, negative-control-invalid-penalty (the valid designs' rewards shuffled,
 the penalties kept), and spade-design-replay (SPADE whose agent steps rehearse the
 round's valid designs, train.design_replay = 1; spade_cli/train/design_replay.py) with its
@@ -76,6 +80,13 @@ ARMS = {
         "train": {"role": "agent"},
     },
     "frozen-designer": {"train": {"role": "agent"}},
+    # Not one of the four: the choice a designer that maximised its own reward would make
+    # from the library. Every family at every level plays each round and the agent trains
+    # on the 8 with the highest designer reward, the skills in turn (baseline.pool_draw).
+    "oracle-pool": {
+        "baseline": {"mode": "fixed-pool", "pool": "micro", "pool_size": 8, "pool_draw": "reward"},
+        "train": {"role": "agent"},
+    },
     "negative-control": {
         "train": {"shuffle_designer_rewards": True},
         "regret": {"shuffle_memory_scores": True},
@@ -258,9 +269,13 @@ def is_valid(c: dict) -> bool:
 
 
 def round_metrics(rdir: Path) -> dict:
-    """What one round's designs and plays were (the window's scores when there is one)."""
-    scored = records(rdir / "scored-window.jsonl.zst") or records(rdir / "scored.jsonl.zst")
-    designed = [c for c in scored if c.get("origin") == "design"]
+    """What one round's designs and plays were (the window's scores when there is one).
+    The oracle pool's picks (picked.jsonl.zst) count as its designs: the levels it chose."""
+    picked = records(rdir / "picked.jsonl.zst")
+    scored = (
+        picked or records(rdir / "scored-window.jsonl.zst") or records(rdir / "scored.jsonl.zst")
+    )
+    designed = picked or [c for c in scored if c.get("origin") == "design"]
     valid = [c for c in scored if is_valid(c)]
     levels, cells = [], []  # cells: (family, level, window win rate or None) per design
     scores = []  # (family/Ln, score) per valid design with a reward
