@@ -273,6 +273,22 @@ def test_round_metrics_split_the_designs_by_family(tmp_path):
     assert "| spade | 0.25 → 0.25 / 3.00 → 3.00 / 0.50 → 0.50 | 0.50 → 0.50 |" in "\n".join(table)
 
 
+def test_the_oracle_pools_picks_are_its_designs(tmp_path):
+    """The library's records are not designs; the oracle pool's picks stand for them."""
+
+    def picked(cid: str, family: str, level: int, reward: float) -> dict:
+        score = {"reward": reward, "nohint": {"success_rate": 0.5}}
+        return {**design(cid, family, level, True, score), "origin": "library"}
+
+    everything = [picked(f"l{lv}", "Code", lv, 0.1 * lv) for lv in range(1, 7)]
+    write_records(str(tmp_path / "scored.jsonl.zst"), everything)
+    assert bench.round_metrics(tmp_path)["designs"] == 0  # the uniform pool: no choice
+    write_records(str(tmp_path / "picked.jsonl.zst"), everything[4:])
+    m = bench.round_metrics(tmp_path)
+    assert m["designs"] == 2 and m["levels"] == {"1": 0, "2": 0, "3": 0, "4": 0, "5": 1, "6": 1}
+    assert m["designer_reward"] == 0.55 and m["plateau_share"] == 1.0
+
+
 def test_the_landscape_pools_valid_designs_per_family_and_level_and_half(tmp_path):
     def corridor(cid, level, valid, reward, win, regret):
         score = {"reward": reward, "regret": regret, "components": {"win_rate": win}}
