@@ -196,7 +196,7 @@ def pool(
     source: Annotated[
         str,
         typer.Argument(
-            help="A directory of environments (the example library, or a released pool as spade-cat --from-dir reads it), a memory file or a candidates file.",
+            help="A directory of environments (the example library, or a released pool as spade-cat --from-dir reads it), a memory file or a candidates file (with --by reward, one spade-regret scored).",
             show_default=False,
         ),
     ],
