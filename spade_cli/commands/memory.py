@@ -26,7 +26,6 @@ Memory = Annotated[
     str, typer.Argument(help="Memory file (env records, any compression).", show_default=False)
 ]
 SORT_KEYS = ("regret", "reward", "learnability", "round", "replays")
-POOL_DRAWS = ("uniform", "reward")
 
 
 def _load(path: str) -> list[dict]:
@@ -223,8 +222,8 @@ def pool(
     quiet: Quiet = False,
 ) -> None:
     """Draw N environments from a fixed pool, uniformly (without replacement, deterministic for seed and round) or by the designer's reward, as candidate records for spade-validate: the fixed-environment baselines."""
-    if by not in POOL_DRAWS:
-        raise UsageError(f"--by must be one of {', '.join(POOL_DRAWS)}, got {by!r}")
+    if by not in mem.POOL_DRAWS:
+        raise UsageError(f"--by must be one of {', '.join(mem.POOL_DRAWS)}, got {by!r}")
     if by == "reward" and os.path.isdir(source):
         raise UsageError(
             f"{source}: --by reward ranks a scored file (spade-regret's output), not a directory"

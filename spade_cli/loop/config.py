@@ -57,6 +57,8 @@ class BaselineSettings:
     pool_size: int = option(
         8, cli=False, min=1, help="Environments drawn from the pool each round."
     )
+    # spade-memory pool --by's choices (memory.POOL_DRAWS), spelt out: importing the memory
+    # package here would cost every command that reads a config 40 ms.
     pool_draw: str = option(
         "uniform",
         cli=False,

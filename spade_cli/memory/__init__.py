@@ -24,6 +24,7 @@ from .exemplars import (
     win_rate,
 )
 from .replay import (
+    POOL_DRAWS,
     REPLAY_BETA,
     REPLAY_RHO,
     designer_reward,
@@ -88,5 +89,6 @@ __all__ = [
     "pool_candidate",
     "draw",
     "draw_best",
+    "POOL_DRAWS",
     "designer_reward",
 ]

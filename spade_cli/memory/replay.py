@@ -171,6 +171,10 @@ def draw(items: list[dict], n: int, seed: int, stage: str, round_: int) -> list[
     return rng.sample(pool, k)
 
 
+POOL_DRAWS = ("uniform", "reward")
+"""How a fixed pool's environments are drawn: `draw` or `draw_best`."""
+
+
 def designer_reward(rec: dict) -> float | None:
     """The designer's reward spade-regret gave a record, or None (unscored or invalid)."""
     score = rec.get("score")
