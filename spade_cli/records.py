@@ -98,6 +98,7 @@ REASONS = (
     "flood",  # sandbox: a reply or the environment's printing exceeded its cap
     "protocol",  # sandbox: the worker wrote something that is not a well-formed reply
     "duplicate",
+    "off_skill",  # with --skill micro: the design is not of its target skill's family
     "judged_invalid",  # with --judge: the model under test found a fatal bug (envs/judge.py)
 )
 

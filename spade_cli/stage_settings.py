@@ -257,6 +257,15 @@ class ValidateSettings:
         are checked like any design, as the published validity check does (it only loads,
         resets and steps them). spade-regret's --dedup decides what a copy earns.""",
     )
+    skill: str = option(
+        "any",
+        "--skill",
+        choices=("any", "micro"),
+        help="""any: a design may exercise any skill,
+        as the published validity check lets it; micro: a micro-world design must subclass
+        the family of its target skill and name no other (`off_skill`): else a designer
+        earns more by writing the family that pays best than by writing its own well.""",
+    )
     near: float | None = option(
         None,
         "--near",

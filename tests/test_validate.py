@@ -68,7 +68,9 @@ def test_every_reason_code_is_triggered_by_its_fixture():
     got = {r.get("expect", "library"): r["validation"] for r in out}
     assert got["library"]["valid"], got["library"]
     for reason in REASONS:
-        if reason in ("ok", "judged_invalid"):  # the judge model's verdict: its own test
+        # the judge model's verdict and the skill check's (a design and its target skill,
+        # with --skill micro): their own tests
+        if reason in ("ok", "judged_invalid", "off_skill"):
             continue
         v = got[reason]
         assert (v["valid"], v["reason"]) == (False, reason), (reason, v, got)
@@ -222,6 +224,46 @@ def test_copies_are_checked_like_any_design_when_allowed():
     assert [r["validation"]["valid"] for r in out] == [True, True], out
     rejected = list(validate_records(recs, _never, memory=memory, seeds=1))
     assert [r["validation"]["reason"] for r in rejected] == ["duplicate", "duplicate"]
+
+
+def micro_design(rid: str, skill: str, code: str) -> dict:
+    return design(rid, fenced(code), skill=skill)
+
+
+def test_a_design_of_another_skills_family_is_off_skill():
+    """--skill micro: the design must subclass its target skill's family and name no
+    other; nothing runs (the check reads the code). Without it every one is checked."""
+    from spade_cli.micro import skill_families
+
+    corridor = "from spade_micro import CorridorEnv\n\nclass A(CorridorEnv):\n    level = 3\n"
+    switch = corridor.replace("CorridorEnv", "SwitchEnv")
+    both = "from spade_micro import CorridorEnv, SwitchEnv\n\nclass A(SwitchEnv):\n    level = 3\n"
+    computed = (
+        "import spade_micro\n\nclass A(getattr(spade_micro, 'Corridor' + 'Env')):\n    level = 3\n"
+    )
+    attribute = "import spade_micro\n\nclass A(spade_micro.CorridorEnv):\n    level = 3\n"
+    recs = [
+        micro_design("a", "Logical Deduction", corridor),
+        micro_design("b", "Logical Deduction", both),
+        micro_design("c", "Logical Deduction", computed),
+        micro_design("d", "Spatial Reasoning", switch),
+        micro_design("e", "Spatial Reasoning", attribute),
+        micro_design("f", "Mathematical Reasoning", corridor),  # no family: not judged
+        {**micro_design("g", "Logical Deduction", corridor.replace("3", "4")), "origin": "replay"},
+    ]
+    families = skill_families()
+
+    def only_on_skill(code):  # the designs the check lets through reach the sandbox
+        raise Rejected("crash", "reached the sandbox")
+
+    out = list(validate_records(recs, only_on_skill, skill_families=families, seeds=1))
+    reasons = [r["validation"]["reason"] for r in out]
+    assert reasons == ["off_skill"] * 4 + ["crash"] * 3, out
+    assert "SwitchEnv" in out[0]["validation"]["detail"]
+    assert "names CorridorEnv" in out[0]["validation"]["detail"]
+    assert "no family" in out[2]["validation"]["detail"]
+    unchecked = list(validate_records(recs, only_on_skill, seeds=1))
+    assert "off_skill" not in {r["validation"]["reason"] for r in unchecked}
 
 
 def test_replayed_env_is_not_a_duplicate_of_memory():

@@ -103,6 +103,7 @@ def validate(
         reject_single_shot=settings.reject_single_shot,
         require_solution=settings.require_solution,
         keep_trajectory=settings.judge,
+        skill_families=_skill_families(settings.skill),
     )
     eng = None
     if settings.judge:
@@ -128,6 +129,14 @@ def validate(
         if eng is not None:
             eng.close()
     _summary(stats)
+
+
+def _skill_families(check: str) -> dict[str, str] | None:
+    if check == "any":
+        return None
+    from ..micro import skill_families
+
+    return skill_families()
 
 
 def _summary(stats: Counter) -> None:

@@ -10,6 +10,8 @@
      replayed or library candidate is never a duplicate of memory. With --shard, each
      shard only sees its own batch. `copies="allow"` skips this check, as the published
      validity check has none;
+  2b. `off_skill` (with `skill_families`, spade-validate --skill micro): a design that is
+     not a subclass of its target skill's family (envs/skill_check.py);
   3. the checks of `checks.validate_code`, in one sandboxed worker per candidate (and a
      second one, of another identity, that replays each seed), `workers` candidates at
      a time.
@@ -25,13 +27,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from ..records import rng_for
 from ..sandbox.seccomp import host_filter
 from . import extract_code, module_summary
 from .checks import Rejected, Verdict, check_code_present, check_syntax, validate_code
 from .contracts import resolve_contract
+from .skill_check import check_on_skill
 
 
 def candidate_code(rec: dict) -> str | None:
@@ -110,13 +113,15 @@ def validate_records(
     reject_single_shot: bool = False,
     require_solution: bool = False,
     keep_trajectory: bool = False,
+    skill_families: Mapping[str, str] | None = None,
 ) -> Iterator[dict]:
     """Yield every record of `records` with its verdict, in input order.
     `open_session(code)` is a context manager giving a session (EnvSession in production);
     `candidate_timeout` caps the wall time of one candidate's checks (verdict `timeout`);
     `stats` (if given) counts reasons as records come out; `require_solution` rejects a
     published class without solution(); `keep_trajectory` gives each valid record
-    `validation.trajectory` (one episode, for the judge)."""
+    `validation.trajectory` (one episode, for the judge); `skill_families` (skill name ->
+    family class name) rejects a design of another family than its skill's (`off_skill`)."""
     from .. import dedup
     from ..sandbox import imap_pool
 
@@ -149,6 +154,8 @@ def validate_records(
         try:
             check_code_present(code)
             check_syntax(code)
+            if skill_families is not None and rec.get("origin", "design") == "design":
+                check_on_skill(code, rec.get("skill"), skill_families)
             if copies == "reject":
                 check_not_a_copy(rec, code)
         except Rejected as r:

@@ -19,3 +19,10 @@ from pathlib import Path
 
 # A plain path: the loop's recipe names it without importing gymnasium (the families do).
 LIBRARY = Path(__file__).resolve().with_name("library")
+
+
+def skill_families() -> dict[str, str]:
+    """Skill name -> the class name of its family (spade-validate --skill micro)."""
+    from .site.spade_micro import SKILLS
+
+    return {skill: cls.__name__ for skill, cls in SKILLS.items()}
