@@ -99,6 +99,15 @@ ARMS = {
         "train": {"shuffle_designer_rewards": True},
         "regret": {"invalid": "penalty", "shuffle_memory_scores": True},
     },
+    # Not the published validity check: a design must be of its target skill's family
+    # (validate.skill), against the designer's drift to the family that pays best.
+    "spade-on-skill": {"validate": {"skill": "micro"}},
+    # Its negative control: the same check, the designer's rewards shuffled.
+    "negative-control-on-skill": {
+        "train": {"shuffle_designer_rewards": True},
+        "regret": {"shuffle_memory_scores": True},
+        "validate": {"skill": "micro"},
+    },
     # Not the published recipe either: the agent's steps also rehearse the round's valid
     # designs (train.design_replay), against the agent's steps wearing the designs away.
     "spade-design-replay": {"train": {"design_replay": 1.0}},
