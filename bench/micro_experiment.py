@@ -69,6 +69,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from micro_report import mean_of, report, rounded  # noqa: E402
 
+from spade_cli.micro import skill_families  # noqa: E402
 from spade_cli.micro.site.spade_micro import LEVELS, SYMBOLS, CorridorEnv  # noqa: E402
 from spade_cli.recordio import RecordReader  # noqa: E402
 
@@ -287,6 +288,8 @@ def round_metrics(rdir: Path) -> dict:
     designed = picked or [c for c in scored if c.get("origin") == "design"]
     valid = [c for c in scored if is_valid(c)]
     levels, cells = [], []  # cells: (family, level, window win rate or None) per design
+    on_skill = []  # per design naming a family: is it its target skill's?
+    own_family = skill_families()
     scores = []  # (family/Ln, score) per valid design with a reward
     for c in designed:
         code = ((c.get("env") or {}).get("code")) or (c.get("design") or {}).get("text") or ""
@@ -296,6 +299,8 @@ def round_metrics(rdir: Path) -> dict:
         if m and int(m[1]) in LEVELS:
             levels.append(int(m[1]))
             if fam:
+                if c.get("skill") in own_family:
+                    on_skill.append(own_family[c["skill"]] == f"{fam[1]}Env")
                 cells.append((fam[1].lower(), int(m[1]), win_rate(c) if is_valid(c) else None))
                 if is_valid(c) and (c.get("score") or {}).get("reward") is not None:
                     scores.append((f"{fam[1].lower()}/L{m[1]}", c["score"]))
@@ -319,6 +324,8 @@ def round_metrics(rdir: Path) -> dict:
         if wins
         else None,
         "families": family_metrics(cells),
+        # A designer can earn more by writing the family that pays best than its own.
+        "on_skill_share": round(sum(on_skill) / len(on_skill), 4) if on_skill else None,
         "landscape": landscape(scores),
         "malformed": len(malformed),
         "malformed_action_end": sum(

@@ -123,7 +123,7 @@ def summary(results: dict) -> str:
         "last | agent groups trained / flat per round | wall per run |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    per_round, plateau, spread = [], [], []
+    per_round, plateau, spread, on_skill = [], [], [], []
     for arm, runs in results["runs"].items():
         seeds = list(runs.values())
         held = [f"{r['rounds'][-1]['heldout']['all']:.3f}" for r in seeds]
@@ -149,7 +149,11 @@ def summary(results: dict) -> str:
         )
         curve = by_round(runs, lambda x: x["heldout"]["all"])
         per_round.append(_row([arm, *(shown(mean_of(v)) for v in curve)]))
-        for table, get in ((plateau, lambda x: x.get("plateau_share")), (spread, level_entropy)):
+        for table, get in (
+            (plateau, lambda x: x.get("plateau_share")),
+            (spread, level_entropy),
+            (on_skill, lambda x: x.get("on_skill_share")),
+        ):
             values = by_round(runs, get)[1:]
             if any(values):
                 table.append(_row([arm, *(shown(mean_of(v), ".2f") for v in values)]))
@@ -172,6 +176,10 @@ def summary(results: dict) -> str:
     for title, table in (
         ("Share of valid designs in the plateau band (mean over seeds):", plateau),
         ("Entropy of the chosen levels in bits (uniform: 2.58; mean over seeds):", spread),
+        (
+            "Share of the designs that subclass their target skill's family (mean over seeds):",
+            on_skill,
+        ),
     ):
         if table:
             out += ["", title, "", _row(["arm", *(f"round {i}" for i in range(1, n))])]
@@ -394,6 +402,11 @@ def plot(results: dict, out: Path) -> list[Path]:
         ("heldout", "held-out solve rate", lambda r: r["heldout"]["all"]),
         ("level", "mean level chosen by the designer", lambda r: r.get("mean_level")),
         ("level_entropy", "entropy of the chosen levels (bits)", level_entropy),
+        (
+            "on_skill",
+            "share of designs of their skill's family",
+            lambda r: r.get("on_skill_share"),
+        ),
         ("designer_reward", "designer reward (blend)", lambda r: r.get("designer_reward")),
         (
             "designer_reward_fixed_agent",

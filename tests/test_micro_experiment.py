@@ -273,6 +273,27 @@ def test_round_metrics_split_the_designs_by_family(tmp_path):
     assert "| spade | 0.25 → 0.25 / 3.00 → 3.00 / 0.50 → 0.50 | 0.50 → 0.50 |" in "\n".join(table)
 
 
+def test_round_metrics_count_the_designs_of_their_skills_family(tmp_path):
+    """The share of designs, valid or not, that subclass their target skill's family; a
+    design with no skill of the world or no family is not counted."""
+    skilled = [
+        ("a", "Corridor", "Spatial Reasoning"),
+        ("b", "Corridor", "Logical Deduction"),
+        ("c", "Switch", "Logical Deduction"),
+        ("d", "Corridor", "Pattern Recognition"),
+        ("e", "Code", "Mathematical Reasoning"),
+    ]
+    recs = [{**design(c, f, 2, c != "d", {}), "skill": sk} for c, f, sk in skilled]
+    recs.append({**design("f", "Corridor", 2, True, {}), "skill": "Spatial Reasoning"})
+    recs[-1]["env"]["code"] = "level = 2\n"  # no family
+    write_records(str(tmp_path / "scored.jsonl.zst"), recs)
+    m = bench.round_metrics(tmp_path)
+    assert m["on_skill_share"] == 0.5
+    run = {"rounds": [{"round": 0, "heldout": {"all": 0.3}}, {**m, "heldout": {"all": 0.3}}]}
+    text = tables.summary({"runs": {"spade": {"0": run | {"wall_seconds": 1}}}})
+    assert "their target skill's family" in text and "| spade | 0.50 |" in text
+
+
 def test_the_oracle_pools_picks_are_its_designs(tmp_path):
     """The library's records are not designs; the oracle pool's picks stand for them."""
 
