@@ -12,6 +12,8 @@ The check reads the code's syntax tree on the host and executes nothing: the fam
 classes a design names (imported, subclassed or referenced as an attribute) must be
 exactly its skill's family. A design that names no family (a class of its own, or one
 fetched by a computed name) is off skill too: nothing shows which skill it exercises.
+It holds a designer that drifts, not one that hides: a computed name beside the target
+family's name passes, as it would the published check.
 """
 
 from __future__ import annotations
