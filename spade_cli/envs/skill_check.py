@@ -5,8 +5,8 @@ The designer is prompted with a target skill, and its reward is centred on that 
 mean. In a world of families that differ in how much the hint helps, a designer can earn
 more by writing another skill's family than by writing its own well: its designs then
 drift to the family that pays best, and the agent trains on one skill (docs/evidence.md).
-The published validity check does not look at the skill; `validate.skill = "family"`
-rejects such a design as `off_skill`.
+The published validity check does not look at the skill; `validate.skill = "micro"`
+(spade-validate --skill micro) rejects such a design as `off_skill`.
 
 The check reads the code's syntax tree on the host and executes nothing: the family
 classes a design names (imported, subclassed or referenced as an attribute) must be

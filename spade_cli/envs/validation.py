@@ -10,9 +10,9 @@
      replayed or library candidate is never a duplicate of memory. With --shard, each
      shard only sees its own batch. `copies="allow"` skips this check, as the published
      validity check has none;
-  2b. `off_skill` (with `skill_families`, spade-validate --skill micro): a design that is
+  3. `off_skill` (with `skill_families`, spade-validate --skill micro): a design that is
      not a subclass of its target skill's family (envs/skill_check.py);
-  3. the checks of `checks.validate_code`, in one sandboxed worker per candidate (and a
+  4. the checks of `checks.validate_code`, in one sandboxed worker per candidate (and a
      second one, of another identity, that replays each seed), `workers` candidates at
      a time.
 Each record gets `validation` {valid, reason, detail, seconds, seeds, contract, checks,
