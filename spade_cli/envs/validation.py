@@ -3,15 +3,15 @@
 `validate_records` is a map over candidate records (nothing is dropped, order is kept):
   1. the code: `env.code` when the candidate carries one (library, replay), else the one
      ```python block of `design.text` (`no_code` without one);
-  2. `duplicate`: the exact normalised code (spade_cli.dedup: comments, docstrings,
+  2. `off_skill` (with `skill_families`, spade-validate --skill micro): a design that is
+     not a subclass of its target skill's family (envs/skill_check.py);
+  3. `duplicate`: the exact normalised code (spade_cli.dedup: comments, docstrings,
      layout and consistent renaming ignored) of an earlier candidate of this run -- or
      of the memory given with `memory=` -- makes a later copy a duplicate; near
      duplicates too when `near=` sets a Jaccard threshold. Only designs count: a
      replayed or library candidate is never a duplicate of memory. With --shard, each
      shard only sees its own batch. `copies="allow"` skips this check, as the published
      validity check has none;
-  3. `off_skill` (with `skill_families`, spade-validate --skill micro): a design that is
-     not a subclass of its target skill's family (envs/skill_check.py);
   4. the checks of `checks.validate_code`, in one sandboxed worker per candidate (and a
      second one, of another identity, that replays each seed), `workers` candidates at
      a time.
