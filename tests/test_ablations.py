@@ -139,3 +139,18 @@ def test_the_pool_drawn_by_reward_plays_every_environment_and_trains_on_the_best
 def test_the_pool_draw_needs_the_fixed_pool(tmp_path):
     with pytest.raises(UsageError, match="baseline.pool_draw"):
         load_config(None, {"runs_dir": str(tmp_path), "baseline": {"pool_draw": "reward"}})
+
+
+def test_the_skill_check_reaches_every_validation_pass(tmp_path):
+    """validate.skill = "micro" is passed to the round's first validation and to the
+    later design attempts' alike."""
+    cfg = load_config(
+        None, {"runs_dir": str(tmp_path), "design": {"attempts": 2}, "validate": {"skill": "micro"}}
+    )
+    stages = {s.name: s for s in round_stages(cfg, 1)}
+    for name in ("validate", "validate-2"):
+        args = stages[name].args
+        assert args[args.index("--skill") + 1] == "micro", name
+    default = {s.name: s for s in round_stages(load_config(None, {"runs_dir": str(tmp_path)}), 1)}
+    args = default["validate"].args
+    assert "--skill" not in args or args[args.index("--skill") + 1] == "any"
