@@ -134,7 +134,7 @@ DEFAULT_ARMS = ("spade", "fixed-pool", "frozen-designer", "negative-control")
 SETTINGS = ("config", "config_sha256", "rounds", "eval_items", "eval_seed", "overrides")
 BAND = (0.4, 0.6)
 LEVEL = re.compile(r"^\s*level\s*=\s*(\d+)\s*$", re.MULTILINE)
-FAMILY = re.compile(r"^\s*class\s+\w+\s*\(\s*(\w+)Env\s*\)", re.MULTILINE)
+FAMILY = re.compile(r"^\s*class\s+\w+\s*\(\s*(?:spade_micro\s*\.\s*)?(\w+)Env\s*\)", re.MULTILINE)
 # What the agent answers in the micro world: a symbol (codes, switches) or a corridor's
 # command. An answer with no code block that ends in one of these has an action where the
 # closing fence belongs: the agent's steps wearing the designs down.

@@ -23,7 +23,7 @@ def design(cid: str, skill: str, text: str) -> dict:
 
 
 def code(family: str, level: int) -> str:
-    return f"A task.\n```python\nfrom spade_micro import {family}Env\n\n\nclass X({family}Env):\n    level = {level}\n```"
+    return f"A task.\n```python\nimport spade_micro\n\n\nclass X(spade_micro.{family}Env):\n    level = {level}\n```"
 
 
 def test_each_family_is_paid_most_at_its_own_level():

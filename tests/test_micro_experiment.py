@@ -252,15 +252,17 @@ def test_round_metrics_split_the_designs_by_family(tmp_path):
     def wins(rate):
         return {"reward": 0.5, "nohint": {"success_rate": rate}}
 
-    write_records(
-        str(tmp_path / "scored.jsonl.zst"),
-        [
-            design("a", "Corridor", 2, True, wins(0.75)),
-            design("b", "Corridor", 4, True, wins(0.25)),
-            design("c", "Switch", 1, False, wins(None)),
-            design("d", "Switch", 25646662653, False, wins(None)),  # no level of the table
-        ],
+    recs = [
+        design("a", "Corridor", 2, True, wins(0.75)),
+        design("b", "Corridor", 4, True, wins(0.25)),
+        design("c", "Switch", 1, False, wins(None)),
+        design("d", "Switch", 25646662653, False, wins(None)),  # no level of the table
+    ]
+    # the micro prompt's form: the module imported whole, the family named in the base
+    recs[1]["env"]["code"] = (
+        "import spade_micro\n\nclass X(spade_micro.CorridorEnv):\n    level = 4\n"
     )
+    write_records(str(tmp_path / "scored.jsonl.zst"), recs)
     m = bench.round_metrics(tmp_path)
     assert m["mean_level"] == 2.333 and sum(m["levels"].values()) == 3
     assert m["families"] == {

@@ -44,8 +44,10 @@ class Transcript:
 
 
 def design_code(family: str, name: str, level: int) -> str:
-    cls = CLASS_OF[family]
-    return f"from spade_micro import {cls}\n\n\nclass {name}({cls}):\n    level = {level}\n"
+    """The module is imported whole and the family named once, in the base class: a small
+    model that writes `from spade_micro import A` and `class N(B)` names two families
+    and raises NameError (docs/evidence.md), and one name cannot disagree with itself."""
+    return f"import spade_micro\n\n\nclass {name}(spade_micro.{CLASS_OF[family]}):\n    level = {level}\n"
 
 
 def design_answer(family: str, name: str, level: int) -> str:

@@ -3,8 +3,8 @@
 Family: Pattern Recognition
 """
 
-from spade_micro import CodeEnv
+import spade_micro
 
 
-class CodeLevel1(CodeEnv):
+class CodeLevel1(spade_micro.CodeEnv):
     level = 1

@@ -3,8 +3,8 @@
 Family: Pattern Recognition
 """
 
-from spade_micro import CodeEnv
+import spade_micro
 
 
-class CodeLevel2(CodeEnv):
+class CodeLevel2(spade_micro.CodeEnv):
     level = 2

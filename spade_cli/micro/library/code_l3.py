@@ -3,8 +3,8 @@
 Family: Pattern Recognition
 """
 
-from spade_micro import CodeEnv
+import spade_micro
 
 
-class CodeLevel3(CodeEnv):
+class CodeLevel3(spade_micro.CodeEnv):
     level = 3

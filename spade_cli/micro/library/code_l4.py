@@ -3,8 +3,8 @@
 Family: Pattern Recognition
 """
 
-from spade_micro import CodeEnv
+import spade_micro
 
 
-class CodeLevel4(CodeEnv):
+class CodeLevel4(spade_micro.CodeEnv):
     level = 4

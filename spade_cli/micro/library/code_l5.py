@@ -3,8 +3,8 @@
 Family: Pattern Recognition
 """
 
-from spade_micro import CodeEnv
+import spade_micro
 
 
-class CodeLevel5(CodeEnv):
+class CodeLevel5(spade_micro.CodeEnv):
     level = 5

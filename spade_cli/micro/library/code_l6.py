@@ -3,8 +3,8 @@
 Family: Pattern Recognition
 """
 
-from spade_micro import CodeEnv
+import spade_micro
 
 
-class CodeLevel6(CodeEnv):
+class CodeLevel6(spade_micro.CodeEnv):
     level = 6

@@ -3,8 +3,8 @@
 Family: Spatial Reasoning
 """
 
-from spade_micro import CorridorEnv
+import spade_micro
 
 
-class CorridorLevel1(CorridorEnv):
+class CorridorLevel1(spade_micro.CorridorEnv):
     level = 1

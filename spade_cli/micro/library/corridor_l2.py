@@ -3,8 +3,8 @@
 Family: Spatial Reasoning
 """
 
-from spade_micro import CorridorEnv
+import spade_micro
 
 
-class CorridorLevel2(CorridorEnv):
+class CorridorLevel2(spade_micro.CorridorEnv):
     level = 2

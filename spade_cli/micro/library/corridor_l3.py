@@ -3,8 +3,8 @@
 Family: Spatial Reasoning
 """
 
-from spade_micro import CorridorEnv
+import spade_micro
 
 
-class CorridorLevel3(CorridorEnv):
+class CorridorLevel3(spade_micro.CorridorEnv):
     level = 3

@@ -3,8 +3,8 @@
 Family: Spatial Reasoning
 """
 
-from spade_micro import CorridorEnv
+import spade_micro
 
 
-class CorridorLevel4(CorridorEnv):
+class CorridorLevel4(spade_micro.CorridorEnv):
     level = 4

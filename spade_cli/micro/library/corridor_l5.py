@@ -3,8 +3,8 @@
 Family: Spatial Reasoning
 """
 
-from spade_micro import CorridorEnv
+import spade_micro
 
 
-class CorridorLevel5(CorridorEnv):
+class CorridorLevel5(spade_micro.CorridorEnv):
     level = 5

@@ -3,8 +3,8 @@
 Family: Spatial Reasoning
 """
 
-from spade_micro import CorridorEnv
+import spade_micro
 
 
-class CorridorLevel6(CorridorEnv):
+class CorridorLevel6(spade_micro.CorridorEnv):
     level = 6

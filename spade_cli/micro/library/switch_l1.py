@@ -3,8 +3,8 @@
 Family: Logical Deduction
 """
 
-from spade_micro import SwitchEnv
+import spade_micro
 
 
-class SwitchLevel1(SwitchEnv):
+class SwitchLevel1(spade_micro.SwitchEnv):
     level = 1

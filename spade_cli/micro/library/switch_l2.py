@@ -3,8 +3,8 @@
 Family: Logical Deduction
 """
 
-from spade_micro import SwitchEnv
+import spade_micro
 
 
-class SwitchLevel2(SwitchEnv):
+class SwitchLevel2(spade_micro.SwitchEnv):
     level = 2

@@ -3,8 +3,8 @@
 Family: Logical Deduction
 """
 
-from spade_micro import SwitchEnv
+import spade_micro
 
 
-class SwitchLevel3(SwitchEnv):
+class SwitchLevel3(spade_micro.SwitchEnv):
     level = 3

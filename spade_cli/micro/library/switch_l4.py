@@ -3,8 +3,8 @@
 Family: Logical Deduction
 """
 
-from spade_micro import SwitchEnv
+import spade_micro
 
 
-class SwitchLevel4(SwitchEnv):
+class SwitchLevel4(spade_micro.SwitchEnv):
     level = 4

@@ -3,8 +3,8 @@
 Family: Logical Deduction
 """
 
-from spade_micro import SwitchEnv
+import spade_micro
 
 
-class SwitchLevel5(SwitchEnv):
+class SwitchLevel5(spade_micro.SwitchEnv):
     level = 5

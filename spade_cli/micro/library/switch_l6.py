@@ -3,8 +3,8 @@
 Family: Logical Deduction
 """
 
-from spade_micro import SwitchEnv
+import spade_micro
 
 
-class SwitchLevel6(SwitchEnv):
+class SwitchLevel6(spade_micro.SwitchEnv):
     level = 6
