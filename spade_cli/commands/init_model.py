@@ -16,7 +16,7 @@ app = make_app(
     "byte-level BPE tokenizer trained on text shipped with Python, a ChatML chat template "
     "with Qwen-style tool calls, and a ~0.4M-parameter Qwen3-architecture model. It loads "
     "with AutoTokenizer/AutoModelForCausalLM and every engine; the CPU demo and the tests "
-    "use it. With --kind micro: the micro world's ~1.1M-parameter model, pretrained on CPU on "
+    "use it. With --kind micro: the micro world's ~1.8M-parameter model, pretrained on CPU on "
     "synthetic designs and episodes in the real prompts' formats (its seed-0 build ships)."
     "\n\nExample: spade-init-model models/tiny && spade-design docs.jsonl --model models/tiny"
 )
