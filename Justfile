@@ -31,7 +31,7 @@ demo-corpus OUT="data/demo-corpus.jsonl.zst":
 micro-model OUT="data/micro-model":
     python3 -m spade_cli init-model --kind micro {{OUT}} --force
 
-# Pretrain the micro model from scratch (about 3 minutes on 2 cores) and ship that build:
+# Pretrain the micro model from scratch (about 10 minutes on 2 cores) and ship that build:
 # after a change to its recipe (spade_cli/micro/model.py), whose test fails until then.
 micro-weights:
     python3 -m spade_cli init-model --kind micro --rebuild spade_cli/micro/weights --force
