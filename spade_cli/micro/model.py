@@ -29,9 +29,9 @@ from pathlib import Path
 # 3: design prompts show memory as the published policy renders it (the library's entries
 #    as exemplars, an avoid line); before, an avoid line was new to the model and most
 #    designs under one were unplayable (docs/evidence.md).
-# 4: a design imports the module and names its family once (`spade_micro.CodeEnv`); the
-#    model grew from 1.1M to 1.8M parameters, whose agent learns faster under GRPO
-#    (docs/evidence.md), and which wrote the family twice and disagreed with itself.
+# 4: 1.8M parameters instead of 1.1M, an agent that learns faster under GRPO; a design
+#    imports the module and names its family once (`spade_micro.CodeEnv`), since at this
+#    size recipe 3's answers named it twice and most disagreed (docs/evidence.md).
 RECIPE_VERSION = 4
 DEFAULTS = dict(
     vocab_size=4096,
