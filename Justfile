@@ -2,17 +2,22 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
-# Install system packages (Debian: bubblewrap, libseccomp2, zstd, jq) and the project with dev
-# tools, spade-export's formats and the loop's trackers (and Harbor in .venv-harbor); then
-# the demo corpus and the micro model (pretrained once into the cache).
-setup:
+# The README's first command is `just install demo`: what the commands need, and no more.
+# Install the system packages, the project, the demo corpus and the micro model.
+install:
     if command -v apt-get >/dev/null && { ! command -v bwrap >/dev/null || ! command -v zstd >/dev/null || ! command -v jq >/dev/null || ! python3 -c "import ctypes; ctypes.CDLL('libseccomp.so.2')" 2>/dev/null; }; then apt-get update -qq && apt-get install -y -qq bubblewrap libseccomp2 zstd jq; fi
+    python3 -m pip install -q -e .
+    just demo-corpus
+    just micro-model
+
+# On top of `install`: dev tools, spade-export's formats, the loop's trackers, the held-out
+# eval suites and Harbor (in .venv-harbor, for the Harbor export's tests).
+# Install everything the tests need: `install`, the dev tools and the eval suites.
+setup: install
     python3 -m pip install -q -e ".[dev,export,trackers]"
     # Held-out eval suites, without their dependency trees (README, spade-eval).
     python3 -m pip install -q --no-deps -r requirements-eval.txt
     just harbor-venv
-    just demo-corpus
-    just micro-model
 
 # Harbor (it needs Python >= 3.12) in a venv of its own, .venv-harbor/: the Harbor export's
 # tests read the tasks spade-export writes with harbor's own task model.

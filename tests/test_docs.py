@@ -72,7 +72,7 @@ def test_readme_is_a_front_page():
     text = README.read_text()
     assert len(text.splitlines()) <= 250
     for quickstart in (
-        "pip install rust-just && just setup demo",
+        "pip install rust-just && just install demo",
         "pip install rust-just && just setup test",
     ):
         assert quickstart in text
