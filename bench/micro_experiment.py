@@ -23,8 +23,9 @@ own negative control, negative-control-design-replay; spade-first-round-replay a
 negative-control-first-round-replay rehearse round 1's designs instead, which the starting
 model wrote (loop.replayed_designs = first-round).
 
-Per round it records the valid rate, the designer's reward (as it trained on it, and as a
-fixed agent, the micro model itself, sees the same designs), the levels the designs chose,
+Per round it records the valid rate, the designer's reward (as it trained on it, on its
+valid designs alone where its invalid ones were trained on at the penalty, and as a fixed
+agent, the micro model itself, sees the same designs), the levels the designs chose,
 the no-hint win rate on the round's environments, the share of valid designs whose win
 rate lies in the plateau band [0.4, 0.6], and the held-out solve rate (`spade-eval --suite
 micro` on the round's checkpoint, sampled at the agent's temperature, on seeds no round
@@ -313,10 +314,20 @@ def round_metrics(rdir: Path) -> dict:
     rewards = [
         c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
     ]
+    # Where invalid designs were trained on at a penalty, the valid ones' reward alone
+    # compares with the published recipe's, which drops the invalid ones.
+    valid_rewards = [
+        c["score"]["reward"]
+        for c in designed
+        if is_valid(c) and (c.get("score") or {}).get("reward") is not None
+    ]
     return {
         "designs": len(designed),
         "valid_rate": round(sum(map(is_valid, designed)) / len(designed), 4) if designed else None,
         "designer_reward": round(statistics.fmean(rewards), 4) if rewards else None,
+        "designer_reward_valid": round(statistics.fmean(valid_rewards), 4)
+        if valid_rewards and len(valid_rewards) < len(rewards)
+        else None,
         "levels": {str(lv): levels.count(lv) for lv in LEVELS},
         "mean_level": round(statistics.fmean(levels), 3) if levels else None,
         "win_rate_nohint": round(statistics.fmean(wins), 4) if wins else None,

@@ -3,13 +3,13 @@ plots, from the results bench/micro_experiment.py writes (its --report rewrites 
 OUT/results.json alone).
 
 Tables: per arm the held-out solve rate, round 0 → last, per seed, the designer's reward
-in its first and last third of the rounds (as trained on, and with a fixed agent), the
-valid share, the levels chosen and the agent's trained groups; per round the held-out
-solve rate, the plateau share and the level entropy; a held-out figure's sampling error,
-each arm's mean gain with its standard error over the seeds and the first arm against
-the others, the designer's reward change with its error; per family the held-out figures
-against their ceiling; the answers refused for holding no code block; the designer's
-landscape per family and level.
+in its first and last third of the rounds (as trained on, on its valid designs alone, and
+with a fixed agent), the valid share, the levels chosen and the agent's trained groups;
+per round the held-out solve rate, the plateau share and the level entropy; a held-out
+figure's sampling error, each arm's mean gain with its standard error over the seeds and
+the first arm against the others, the designer's reward change with its error; per
+family the held-out figures against their ceiling; the answers refused for holding no
+code block; the designer's landscape per family and level.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spade_cli.micro.ceiling import ceilings  # noqa: E402
 from spade_cli.micro.site.spade_micro import FAMILIES  # noqa: E402
 
-# The designer's reward as it trained on it, and as a fixed agent (the micro model) sees it.
+# The designer's reward as it trained on it, on its valid designs alone (where its invalid
+# ones were trained on at a penalty), and as a fixed agent (the micro model) sees it.
 REWARDS = (
     ("designer_reward", "designer reward"),
+    ("designer_reward_valid", "on its valid designs"),
     ("designer_reward_fixed_agent", "with a fixed agent"),
 )
 
@@ -119,9 +121,10 @@ def summary(results: dict) -> str:
     held-out solve rate and the levels chosen, each a mean over seeds."""
     rows = [
         "| arm | held-out, round 0 → last, per seed | mean gain | designer reward, first → last "
-        "third, per seed | the same with a fixed agent | valid designs | mean level, round 1 → "
-        "last | agent groups trained / flat per round | wall per run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "third, per seed | the same on its valid designs | the same with a fixed agent | valid "
+        "designs | mean level, round 1 → last | agent groups trained / flat per round | wall "
+        "per run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     per_round, plateau, spread, on_skill = [], [], [], []
     for arm, runs in results["runs"].items():

@@ -112,7 +112,7 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
     results = {"runs": {"spade": {"0": run(0.4, [0.3, 0.4, 0.5]), "1": run(0.3, [0.5, 0.4, 0.3])}}}
     text = tables.summary(results)
     assert (
-        "| spade | 0.200 → 0.400 / 0.300 | +0.150 | 0.30 → 0.50; 0.50 → 0.30 "
+        "| spade | 0.200 → 0.400 / 0.300 | +0.150 | 0.30 → 0.50; 0.50 → 0.30 | – "
         "| 0.15 → 0.25; 0.25 → 0.15 | 50% |"
     ) in text
     assert "| 10.0 / 6.0 | 5.0 min |" in text
@@ -310,6 +310,44 @@ def test_the_oracle_pools_picks_are_its_designs(tmp_path):
     m = bench.round_metrics(tmp_path)
     assert m["designs"] == 2 and m["levels"] == {"1": 0, "2": 0, "3": 0, "4": 0, "5": 1, "6": 1}
     assert m["designer_reward"] == 0.55 and m["plateau_share"] == 1.0
+
+
+def test_the_valid_designs_reward_is_kept_apart_only_where_invalid_ones_have_one(tmp_path):
+    """Under the invalid penalty the designer trains on its invalid answers too: its reward
+    as trained on counts the penalties, and its valid designs' alone compares with the
+    published recipe's, which drops the invalid ones."""
+    write_records(
+        str(tmp_path / "scored.jsonl.zst"),
+        [
+            design("a", "Corridor", 2, True, {"reward": 0.75}),
+            design("b", "Corridor", 4, True, {"reward": 0.25}),
+            design("c", "Switch", 1, False, {"reward": -1.0}),  # the penalty
+        ],
+    )
+    m = bench.round_metrics(tmp_path)
+    assert (m["designer_reward"], m["designer_reward_valid"]) == (0.0, 0.5)
+    write_records(
+        str(tmp_path / "scored.jsonl.zst"),
+        [
+            design("a", "Corridor", 2, True, {"reward": 0.75}),
+            design("c", "Switch", 1, False, {}),  # dropped, as published
+        ],
+    )
+    m = bench.round_metrics(tmp_path)
+    assert (m["designer_reward"], m["designer_reward_valid"]) == (0.75, None)
+    rounds = [{"round": 0, "heldout": {"all": 0.2}}]
+    rounds += [
+        {
+            "round": i,
+            "heldout": {"all": 0.3},
+            "designer_reward": -0.5 * i,
+            "designer_reward_valid": 0.2 * i,
+        }
+        for i in (1, 2, 3)
+    ]
+    verdict = tables.verdicts({"runs": {"spade-invalid-penalty": {"0": {"rounds": rounds}}}})[0]
+    assert "designer reward first third -0.500, last third -1.500 (not up)" in verdict
+    assert "on its valid designs first third 0.200, last third 0.600 (up)" in verdict
 
 
 def test_the_landscape_pools_valid_designs_per_family_and_level_and_half(tmp_path):
