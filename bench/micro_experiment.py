@@ -314,8 +314,8 @@ def round_metrics(rdir: Path) -> dict:
     rewards = [
         c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
     ]
-    # Where invalid designs were trained on at a penalty, the valid ones' reward alone
-    # compares with the published recipe's, which drops the invalid ones.
+    # Where invalid designs are trained on at a penalty, the valid ones' reward alone
+    # compares with the published recipe's, which drops the invalid ones (there the same).
     valid_rewards = [
         c["score"]["reward"]
         for c in designed
@@ -326,7 +326,7 @@ def round_metrics(rdir: Path) -> dict:
         "valid_rate": round(sum(map(is_valid, designed)) / len(designed), 4) if designed else None,
         "designer_reward": round(statistics.fmean(rewards), 4) if rewards else None,
         "designer_reward_valid": round(statistics.fmean(valid_rewards), 4)
-        if valid_rewards and len(valid_rewards) < len(rewards)
+        if valid_rewards
         else None,
         "levels": {str(lv): levels.count(lv) for lv in LEVELS},
         "mean_level": round(statistics.fmean(levels), 3) if levels else None,

@@ -312,7 +312,7 @@ def test_the_oracle_pools_picks_are_its_designs(tmp_path):
     assert m["designer_reward"] == 0.55 and m["plateau_share"] == 1.0
 
 
-def test_the_valid_designs_reward_is_kept_apart_only_where_invalid_ones_have_one(tmp_path):
+def test_the_valid_designs_reward_is_kept_apart_from_the_penalties(tmp_path):
     """Under the invalid penalty the designer trains on its invalid answers too: its reward
     as trained on counts the penalties, and its valid designs' alone compares with the
     published recipe's, which drops the invalid ones."""
@@ -334,7 +334,7 @@ def test_the_valid_designs_reward_is_kept_apart_only_where_invalid_ones_have_one
         ],
     )
     m = bench.round_metrics(tmp_path)
-    assert (m["designer_reward"], m["designer_reward_valid"]) == (0.75, None)
+    assert (m["designer_reward"], m["designer_reward_valid"]) == (0.75, 0.75)
     rounds = [{"round": 0, "heldout": {"all": 0.2}}]
     rounds += [
         {
