@@ -311,16 +311,11 @@ def round_metrics(rdir: Path) -> dict:
         for c in designed
         if (c.get("validation") or {}).get("reason") == "no_code"
     ]
-    rewards = [
-        c["score"]["reward"] for c in designed if (c.get("score") or {}).get("reward") is not None
-    ]
+    rewarded = [c for c in designed if (c.get("score") or {}).get("reward") is not None]
+    rewards = [c["score"]["reward"] for c in rewarded]
     # Where invalid designs are trained on at a penalty, the valid ones' reward alone
     # compares with the published recipe's, which drops the invalid ones (there the same).
-    valid_rewards = [
-        c["score"]["reward"]
-        for c in designed
-        if is_valid(c) and (c.get("score") or {}).get("reward") is not None
-    ]
+    valid_rewards = [c["score"]["reward"] for c in rewarded if is_valid(c)]
     return {
         "designs": len(designed),
         "valid_rate": round(sum(map(is_valid, designed)) / len(designed), 4) if designed else None,
