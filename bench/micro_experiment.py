@@ -184,6 +184,7 @@ def write_config(base: dict, arm: str, seed: int, args, runs_dir: Path) -> Path:
     cfg = json.loads(json.dumps(base))
     for table, values in ARMS[arm].items():
         cfg.setdefault(table, {}).update(values)
+    cfg.setdefault("train", {}).setdefault("threads", train_threads(args.jobs))
     apply_overrides(cfg, args.set)  # what --set names wins over the arm's own settings
     cfg["eval"] = heldout_table(args)
     cfg.update(name=f"{arm}-s{seed}", seed=seed, rounds=args.rounds, runs_dir=str(runs_dir))
@@ -196,14 +197,22 @@ def write_config(base: dict, arm: str, seed: int, args, runs_dir: Path) -> Path:
     return path
 
 
-# One thread per stage: a million-parameter model gains nothing from a second one, and on
-# a shared 2-core machine two spinning thread pools slow each stage several times over.
-# The stages import this checkout's spade_cli, whatever is installed.
+# One thread per stage, but for training (train_threads): generating with a 1.8M model
+# gains nothing from a second thread while the sandbox workers want the other core
+# (`bench/bench_threads.py`: rollout 0.7-0.8x as fast on two), and on a shared 2-core
+# machine two spinning thread pools slow each stage several times over. The stages import
+# this checkout's spade_cli, whatever is installed.
 ENV = {
     **os.environ,
     "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
 }
+
+
+def train_threads(jobs: int) -> int:
+    """The training stage's threads: the cores one run at a time may have (training alone
+    runs 1.3 to 1.8 times as fast on two cores as on one, `bench/bench_threads.py`)."""
+    return max(1, (os.cpu_count() or 1) // jobs)
 
 
 class RunFailed(Exception):

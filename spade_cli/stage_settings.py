@@ -799,6 +799,14 @@ class TrainSettings:
         help="""Data-parallel processes (all
         machines); >1 starts `accelerate launch` (GPUs, or CPU processes with gloo).""",
     )
+    threads: int | None = option(
+        None,
+        "--threads",
+        min=1,
+        help="""CPU threads for the
+        model's work in each process (default: torch's, OMP_NUM_THREADS or every core; with
+        --num-processes N on CPUs, cores / N).""",
+    )
     accelerate_config: str | None = option(
         None,
         "--accelerate-config",

@@ -401,8 +401,11 @@ def trained(tiny_model, tok, tmp_path_factory):
         d / "ckpt",
         "--per-device-batch-size",
         "8",
+        "--threads",
+        "2",
         *TRAIN_ARGS,
         timeout=600,
+        env={"OMP_NUM_THREADS": "1"},  # --threads wins over the environment's pool size
     )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     return {"dir": d, "data": data, "proc": r}
@@ -414,6 +417,7 @@ def test_cli_writes_checkpoint_record_and_metrics(trained):
     assert len(lines) == 1
     rec = json.loads(lines[0])
     assert rec["kind"] == "checkpoint" and rec["format"] == "full" and rec["processes"] == 1
+    assert rec["threads"] == 2
     assert (
         rec["steps"] == 6 and rec["samples"] == 16 and rec["groups"] == {"designer": 2, "agent": 2}
     )

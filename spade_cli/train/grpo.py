@@ -283,6 +283,11 @@ def run(cfg: TrainJob) -> dict[str, Any] | None:
     from accelerate import PartialState
 
     check_config(cfg)
+    if cfg.threads:
+        # A stage forked from the loop inherits the loop's pool size; setting it here
+        # (before any op runs in this process) lets training use the cores the loop's
+        # generation stages leave to their sandbox workers.
+        torch.set_num_threads(cfg.threads)
     state = PartialState(cpu=not torch.cuda.is_available())
     groups, stats = load_groups(cfg)
     out = Path(cfg.output_dir)
@@ -340,6 +345,7 @@ def run(cfg: TrainJob) -> dict[str, Any] | None:
             "completions": stats.truncated_completions,
         },
         "processes": state.num_processes,
+        "threads": torch.get_num_threads(),
         "replayed_designs": len(trainer._spade_replay.designs) if trainer._spade_replay else 0,
         "seconds": round(seconds, 3),
         "train_loss": float(result.training_loss),

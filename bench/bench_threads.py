@@ -1,0 +1,86 @@
+"""One loop round with torch on one thread against one thread per core, side by side.
+
+    python bench/bench_threads.py                      # examples/micro.toml, 1 round
+    python bench/bench_threads.py --threads 1,2 --repeat 2
+
+Runs `spade-loop --rounds 1` on the config under each OMP_NUM_THREADS (its stages forked
+from the loop, so they share its torch thread pool's size), alternating, each into a
+fresh directory. Prints every stage's seconds under each setting, the round's wall time
+and the ratio to the first setting, and whether the round's figures agree (a float
+reduction split over threads may round differently, and a sampled token then differs).
+The micro model is built first if it is not cached, outside the timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+from bench_stage_process import comparable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def one_round(config: str, threads: str, runs: Path) -> tuple[float, dict]:
+    t = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", "spade_cli", "loop", config, "--rounds", "1"]
+        + ["--runs-dir", str(runs), "-q"],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "OMP_NUM_THREADS": threads},
+    )
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        sys.exit(f"spade-loop with OMP_NUM_THREADS={threads} failed (exit {r.returncode})")
+    return wall, orjson.loads(r.stdout.splitlines()[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
+    ap.add_argument("--threads", default=f"1,{os.cpu_count()}", help="settings to compare")
+    ap.add_argument("--repeat", type=int, default=1, help="Rounds per setting (alternating).")
+    args = ap.parse_args()
+    settings = args.threads.split(",")
+    walls: dict[str, list[float]] = {s: [] for s in settings}
+    stages: dict[str, dict[str, list[float]]] = {s: {} for s in settings}
+    figures: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        one_round(args.config, settings[0], Path(tmp) / "warm-up")  # builds the model
+        for i in range(args.repeat):
+            for s in settings:
+                wall, summary = one_round(args.config, s, Path(tmp) / f"t{s}-{i}")
+                walls[s].append(wall)
+                for name, secs in summary["stage_seconds"].items():
+                    stages[s].setdefault(name, []).append(secs)
+                figures[s] = comparable(summary)
+    base = settings[0]
+    print(f"config: {args.config}, {args.repeat} round(s) per setting, median seconds")
+    print(
+        f"{'OMP_NUM_THREADS':16}" + "".join(f"{s:>8}" for s in settings) + "   ratio to the first"
+    )
+    names = list(stages[base]) + [n for s in settings for n in stages[s] if n not in stages[base]]
+    for name in dict.fromkeys(names):
+        med = [statistics.median(stages[s].get(name, [0.0])) for s in settings]
+        ratios = " ".join(f"{med[0] / m if m else float('nan'):5.2f}" for m in med[1:])
+        print(f"{name:16}" + "".join(f"{m:8.2f}" for m in med) + f"   {ratios}")
+    med = [statistics.median(walls[s]) for s in settings]
+    ratios = " ".join(f"{med[0] / m:5.2f}" for m in med[1:])
+    print(f"{'round (wall)':16}" + "".join(f"{m:8.2f}" for m in med) + f"   {ratios}")
+    same = all(figures[s] == figures[base] for s in settings)
+    print(f"same round figures under every setting: {'yes' if same else 'no'}")
+    if not same:
+        print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()
