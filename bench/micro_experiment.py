@@ -609,8 +609,9 @@ def main() -> None:
         "--jobs",
         type=int,
         default=1,
-        help="runs at a time (each stage is single-threaded; on 2 cores two at a time take "
-        "as long in all, and each run twice as long)",
+        help="runs at a time (each stage runs on one thread but training, which takes the "
+        "cores / JOBS; on 2 cores two runs at a time take about as long in all, and each "
+        "run twice as long)",
     )
     ap.add_argument(
         "--eval-seed",

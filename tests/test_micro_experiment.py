@@ -175,7 +175,7 @@ def test_the_fixed_agent_reward_averages_each_rounds_designs(tmp_path):
 
 
 def test_the_loop_runs_the_held_out_suite_on_the_suites_seed(tmp_path):
-    args = argparse.Namespace(eval_items=24, eval_seed=1, rounds=2, set=[])
+    args = argparse.Namespace(eval_items=24, eval_seed=1, rounds=2, set=[], jobs=1)
     path = bench.write_config({"eval": {"suites": []}}, "frozen-designer", 3, args, tmp_path)
     cfg = tomllib.loads(path.read_text())
     assert cfg["seed"] == 3 and cfg["train"]["role"] == "agent"
@@ -196,11 +196,22 @@ def test_the_loop_runs_the_held_out_suite_on_the_suites_seed(tmp_path):
 
 def test_set_wins_over_the_arms_own_settings(tmp_path):
     pool = 'baseline.pool="/data/switches"'
-    args = argparse.Namespace(eval_items=24, eval_seed=0, rounds=2, set=[pool, "train.epochs=3"])
+    sets = [pool, "train.epochs=3", "train.threads=3"]
+    args = argparse.Namespace(eval_items=24, eval_seed=0, rounds=2, set=sets, jobs=1)
     base = {"train": {"epochs": 3}}
     cfg = tomllib.loads(bench.write_config(base, "fixed-pool", 0, args, tmp_path).read_text())
     assert cfg["baseline"] == {"mode": "fixed-pool", "pool": "/data/switches", "pool_size": 8}
-    assert cfg["train"] == {"epochs": 3, "role": "agent"}
+    assert cfg["train"] == {"epochs": 3, "role": "agent", "threads": 3}
+
+
+def test_training_takes_the_cores_a_run_may_have(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench.os, "cpu_count", lambda: 4)
+    for jobs, threads in ((1, 4), (2, 2), (3, 1), (8, 1)):
+        args = argparse.Namespace(eval_items=24, eval_seed=0, rounds=2, set=[], jobs=jobs)
+        path = bench.write_config({}, "spade", 0, args, tmp_path)
+        assert tomllib.loads(path.read_text())["train"]["threads"] == threads
+        args = {s.name: s for s in round_stages(load_config(str(path)), 1)}["train"].args
+        assert args[args.index("--threads") + 1] == str(threads)
 
 
 def test_a_run_finished_earlier_keeps_the_commit_it_ran_at():
