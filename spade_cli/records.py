@@ -50,7 +50,8 @@ kind "checkpoint" (spade-train)
     format ("full" | "merged" | "adapter" | "unchanged": --if-empty keep, with reason),
     groups {designer, agent}, group_size,
     left_out_groups, padded_rows, skipped {reason: count}, truncated {prompts, completions},
-    processes, replayed_designs (--design-replay: the valid designs it drew from), seconds,
+    processes, threads (CPU threads per process), replayed_designs (--design-replay: the
+    valid designs it drew from), seconds,
     train_loss
 kind "round" (spade-loop's stdout; one per round, also RUN/metrics.jsonl)
     run, round, model, designs, valid, valid_rate, reasons {reason: count}, regret_mean,

@@ -284,9 +284,9 @@ def run(cfg: TrainJob) -> dict[str, Any] | None:
 
     check_config(cfg)
     if cfg.threads:
-        # A stage forked from the loop inherits the loop's pool size; setting it here
-        # (before any op runs in this process) lets training use the cores the loop's
-        # generation stages leave to their sandbox workers.
+        # A stage forked from the loop inherits the loop's thread-pool size; set here,
+        # before any op runs, training can take more threads than the loop's generation
+        # stages, which leave the other cores to their sandbox workers.
         torch.set_num_threads(cfg.threads)
     state = PartialState(cpu=not torch.cuda.is_available())
     groups, stats = load_groups(cfg)
