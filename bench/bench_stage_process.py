@@ -14,6 +14,7 @@ first if it is not cached, outside the timings.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -27,17 +28,41 @@ ROOT = Path(__file__).resolve().parent.parent
 MODES = ("exec", "fork")
 
 
-def one_round(config: str, mode: str, runs: Path) -> tuple[float, dict]:
+def one_round(
+    config: str, runs: Path, flags: tuple = (), env: dict | None = None
+) -> tuple[float, dict]:
+    """`spade-loop --rounds 1` on the config with extra flags and environment: its wall
+    time and its round record."""
     t = time.perf_counter()
     r = subprocess.run(
         [sys.executable, "-m", "spade_cli", "loop", config, "--rounds", "1"]
-        + ["--runs-dir", str(runs), "--stage-process", mode, "-q"],
+        + ["--runs-dir", str(runs), *flags, "-q"],
         stdout=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
     )
     wall = time.perf_counter() - t
     if r.returncode != 0:
-        sys.exit(f"spade-loop --stage-process {mode} failed (exit {r.returncode})")
+        sys.exit(f"spade-loop {' '.join(flags)} {env or ''} failed (exit {r.returncode})")
     return wall, orjson.loads(r.stdout.splitlines()[0])
+
+
+def side_by_side(settings: list[str], repeat: int, round_of) -> tuple[dict, dict, dict]:
+    """`round_of(setting, runs_dir)` for each setting, alternating, `repeat` times after one
+    warm-up round under the first (which builds and caches the model): per setting its
+    walls, its stages' seconds and the last round's comparable figures."""
+    walls: dict[str, list[float]] = {s: [] for s in settings}
+    stages: dict[str, dict[str, list[float]]] = {s: {} for s in settings}
+    figures: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        round_of(settings[0], Path(tmp) / "warm-up")
+        for i in range(repeat):
+            for s in settings:
+                wall, summary = round_of(s, Path(tmp) / f"{s}-{i}")
+                walls[s].append(wall)
+                for name, secs in summary["stage_seconds"].items():
+                    stages[s].setdefault(name, []).append(secs)
+                figures[s] = comparable(summary)
+    return walls, stages, figures
 
 
 def comparable(summary: dict) -> dict:
@@ -56,18 +81,11 @@ def main() -> None:
     ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
     ap.add_argument("--repeat", type=int, default=1, help="Rounds per mode (alternating).")
     args = ap.parse_args()
-    walls: dict[str, list[float]] = {m: [] for m in MODES}
-    stages: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
-    figures: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        one_round(args.config, "exec", Path(tmp) / "warm-up")  # builds and caches the model
-        for i in range(args.repeat):
-            for mode in MODES:
-                wall, summary = one_round(args.config, mode, Path(tmp) / f"{mode}-{i}")
-                walls[mode].append(wall)
-                for name, s in summary["stage_seconds"].items():
-                    stages[mode].setdefault(name, []).append(s)
-                figures[mode] = comparable(summary)
+    walls, stages, figures = side_by_side(
+        list(MODES),
+        args.repeat,
+        lambda mode, runs: one_round(args.config, runs, ("--stage-process", mode)),
+    )
     print(f"config: {args.config}, {args.repeat} round(s) per mode, median seconds")
     print(f"{'stage':16} {'exec':>8} {'fork':>8} {'ratio':>7}")
     for name in stages["exec"]:

@@ -16,30 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import orjson
-from bench_stage_process import comparable
+from bench_stage_process import one_round, side_by_side
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def one_round(config: str, threads: str, runs: Path) -> tuple[float, dict]:
-    t = time.perf_counter()
-    r = subprocess.run(
-        [sys.executable, "-m", "spade_cli", "loop", config, "--rounds", "1"]
-        + ["--runs-dir", str(runs), "-q"],
-        stdout=subprocess.PIPE,
-        env={**os.environ, "OMP_NUM_THREADS": threads},
-    )
-    wall = time.perf_counter() - t
-    if r.returncode != 0:
-        sys.exit(f"spade-loop with OMP_NUM_THREADS={threads} failed (exit {r.returncode})")
-    return wall, orjson.loads(r.stdout.splitlines()[0])
 
 
 def main() -> None:
@@ -51,18 +33,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="Rounds per setting (alternating).")
     args = ap.parse_args()
     settings = args.threads.split(",")
-    walls: dict[str, list[float]] = {s: [] for s in settings}
-    stages: dict[str, dict[str, list[float]]] = {s: {} for s in settings}
-    figures: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        one_round(args.config, settings[0], Path(tmp) / "warm-up")  # builds the model
-        for i in range(args.repeat):
-            for s in settings:
-                wall, summary = one_round(args.config, s, Path(tmp) / f"t{s}-{i}")
-                walls[s].append(wall)
-                for name, secs in summary["stage_seconds"].items():
-                    stages[s].setdefault(name, []).append(secs)
-                figures[s] = comparable(summary)
+    walls, stages, figures = side_by_side(
+        settings,
+        args.repeat,
+        lambda threads, runs: one_round(args.config, runs, env={"OMP_NUM_THREADS": threads}),
+    )
     base = settings[0]
     print(f"config: {args.config}, {args.repeat} round(s) per setting, median seconds")
     print(
