@@ -847,6 +847,15 @@ class TrainSettings:
     designer_scale_cap: float = option(
         50.0, "--designer-scale-cap", min=0.0, help="Cap of the balance scale."
     )
+    designer_negatives: str = option(
+        "keep",
+        "--designer-negatives",
+        choices=("keep", "zero"),
+        help="""keep: as published, a
+        design below its skill's mean is pushed down; zero: its advantage is 0, so only the
+        designs above the mean are reinforced (a negative advantage pushes down every token
+        of a design, the format every design shares as well).""",
+    )
     designer_interval: int | None = option(
         None,
         "--designer-interval",

@@ -994,6 +994,25 @@ def test_the_designer_only_step_balances_against_the_windows_agent_plays(tmp_pat
     assert off.designer_scale == 1.0
 
 
+def test_designer_negatives_zero_reinforces_only_the_designs_above_their_skills_mean(tmp_path):
+    recs = [
+        _skilled("a", "Optimization", [1], [2], 0.9),
+        _skilled("b", "Optimization", [1], [3], 0.3),
+        _skilled("c", "Optimization", [1], [4], 0.6),
+    ]
+    f = write(tmp_path / "d.jsonl", recs)
+    kept, _ = read_groups([str(f)], role="designer")
+    assert [s.advantage for s in kept[0]] == pytest.approx([0.3, -0.3, 0.0])
+    zeroed, _ = read_groups([str(f)], role="designer", designer_negatives="zero")
+    assert [s.advantage for s in zeroed[0]] == pytest.approx([0.3, 0.0, 0.0])
+    scaled, _ = read_groups(
+        [str(f)], role="designer", designer_negatives="zero", designer_scale="balance"
+    )
+    assert [s.advantage for s in scaled[0]] == pytest.approx([0.3, 0.0, 0.0])  # no agent plays
+    with pytest.raises(UsageError, match="designer-negatives"):
+        read_groups([str(f)], role="designer", designer_negatives="drop")
+
+
 def test_compact_filter_takes_the_gradient_off_turn_limit_episodes(tmp_path):
     eps = [
         episode([7], [([8], 1)], 1.0),

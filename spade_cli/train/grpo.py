@@ -69,6 +69,7 @@ def load_groups(cfg: TrainJob) -> tuple[list[list[Sample]], BuildStats]:
         cfg.group_size,
         cfg.seed if cfg.shuffle_designer_rewards else None,
         compact_filter=cfg.compact_filter,
+        designer_negatives=cfg.designer_negatives,
     )
     groups = mix_groups(groups, cfg.designer_fraction, cfg.seed)
     stats.groups = {"designer": 0, "agent": 0}

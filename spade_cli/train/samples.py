@@ -311,6 +311,7 @@ def read_groups(
     group_size: int | None = None,
     shuffle_designer_rewards: int | None = None,
     compact_filter: bool = False,
+    designer_negatives: str = "keep",
 ) -> tuple[list[list[Sample]], BuildStats]:
     """Read candidate records into groups of samples, in first-seen order.
     `shuffle_designer_rewards` (a seed) permutes the valid designs' rewards within each
@@ -318,7 +319,8 @@ def read_groups(
     Invalid designs (trained on under the invalid penalty) keep their penalty, so the
     control's designer, like SPADE's, still learns to write an environment at all. `compact_filter` zeroes
     the env_mask of agent episodes the turn limit cut off (TURN_LIMIT_STOPS): no gradient,
-    but their return still counts in the group's baseline."""
+    but their return still counts in the group's baseline. `designer_negatives`: keep, or
+    zero the designer's negative advantages (set_designer_advantages)."""
     if role not in ROLES:
         raise UsageError(f"--role must be one of {', '.join(ROLES)}, got {role!r}")
     reader = RecordReader(inputs, kind="candidate")
@@ -368,7 +370,7 @@ def read_groups(
                 random.Random(f"{shuffle_designer_rewards}:{members[0].group}").shuffle(rewards)
                 for m, r in zip(valid, rewards, strict=True):
                     m.reward = r
-            if not set_designer_advantages(members, designer_baseline, scale):
+            if not set_designer_advantages(members, designer_baseline, scale, designer_negatives):
                 stats.skipped["flat_reward_group"] += 1
                 continue
             # A skill's pool can hold the whole round's designs: cut it to the agent's group
@@ -406,8 +408,12 @@ def designer_scale_of(
     return min(cap, agent_samples / designer_samples * interval)
 
 
-def set_designer_advantages(pool: list[Sample], baseline: str, scale: float = 1.0) -> bool:
-    """Write each designer sample's advantage (module docstring); False when all are 0."""
+def set_designer_advantages(
+    pool: list[Sample], baseline: str, scale: float = 1.0, negatives: str = "keep"
+) -> bool:
+    """Write each designer sample's advantage (module docstring); False when all are 0.
+    With `negatives` "zero" a sample below the baseline gets 0: it is neither pushed down
+    nor up, and the designs above it are what the designer learns from."""
     rewards = [s.reward for s in pool]
     mean = sum(rewards) / len(rewards)
     if baseline == "group":
@@ -417,6 +423,10 @@ def set_designer_advantages(pool: list[Sample], baseline: str, scale: float = 1.
         advs = [r - mean for r in rewards]
     else:
         raise UsageError(f"--designer-baseline must be skill-mean or group, got {baseline!r}")
+    if negatives == "zero":
+        advs = [max(0.0, a) for a in advs]
+    elif negatives != "keep":
+        raise UsageError(f"--designer-negatives must be keep or zero, got {negatives!r}")
     for s, a in zip(pool, advs, strict=True):
         s.advantage = a * scale
     return max(abs(a) for a in advs) > 1e-9
