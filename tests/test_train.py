@@ -1005,10 +1005,17 @@ def test_designer_negatives_zero_reinforces_only_the_designs_above_their_skills_
     assert [s.advantage for s in kept[0]] == pytest.approx([0.3, -0.3, 0.0])
     zeroed, _ = read_groups([str(f)], role="designer", designer_negatives="zero")
     assert [s.advantage for s in zeroed[0]] == pytest.approx([0.3, 0.0, 0.0])
-    scaled, _ = read_groups(
-        [str(f)], role="designer", designer_negatives="zero", designer_scale="balance"
+    eps = [episode([7], [([8 + k], 1)], float(k % 2)) for k in range(16)]
+    f = write(tmp_path / "w.jsonl", [*recs, agent("x", eps)])
+    scaled, stats = read_groups(
+        [str(f)],
+        role="designer",
+        designer_negatives="zero",
+        designer_scale="balance",
+        designer_interval=3,
     )
-    assert [s.advantage for s in scaled[0]] == pytest.approx([0.3, 0.0, 0.0])  # no agent plays
+    assert stats.designer_scale == 16 / 3 * 3
+    assert [s.advantage for s in scaled[0]] == pytest.approx([0.3 * 16, 0.0, 0.0])
     with pytest.raises(UsageError, match="designer-negatives"):
         read_groups([str(f)], role="designer", designer_negatives="drop")
 

@@ -13,9 +13,10 @@ the set of samples that share a prompt, so GRPO's baseline (the group mean) is f
   skill in the input (a candidate without a skill pools by its group), advantage =
   reward - the pool's mean, no division by a std (a small pool's std blows rewards up);
   with `group`, the designs of one `candidate.group`, advantage = (reward - mean) /
-  (sample std + 1e-4), TRL's z-score. The `balance` scale then multiplies designer
-  advantages by min(cap, agent samples / designer samples x interval) so the few designs
-  weigh in against the many agent plays. Skill pools are cut into groups of at most the
+  (sample std + 1e-4), TRL's z-score; `--designer-negatives zero` sets the negative ones
+  to 0 (a design below the mean is then not pushed down). The `balance` scale then
+  multiplies designer advantages by min(cap, agent samples / designer samples x
+  interval) so the few designs weigh in against the many agent plays. Skill pools are cut into groups of at most the
   agent's group size (or --group-size) for batching; the trainer puts these advantages in
   place of TRL's;
 - agent: the K no-hint episodes of one environment (the candidate), reward = the
