@@ -16,9 +16,9 @@ the set of samples that share a prompt, so GRPO's baseline (the group mean) is f
   (sample std + 1e-4), TRL's z-score; `--designer-negatives zero` sets the negative ones
   to 0 (a design below the mean is then not pushed down). The `balance` scale then
   multiplies designer advantages by min(cap, agent samples / designer samples x
-  interval) so the few designs weigh in against the many agent plays. Skill pools are cut into groups of at most the
-  agent's group size (or --group-size) for batching; the trainer puts these advantages in
-  place of TRL's;
+  interval) so the few designs weigh in against the many agent plays. Skill pools are
+  cut into groups of at most the agent's group size (or --group-size) for batching; the
+  trainer puts these advantages in place of TRL's;
 - agent: the K no-hint episodes of one environment (the candidate), reward = the
   episode `return`. Hinted episodes are a measuring stick and are used only with
   `include_hinted` (as their own groups: their prompt differs by the hint).
