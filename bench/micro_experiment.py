@@ -392,10 +392,12 @@ PLAY = (
 )
 
 
-def fixed_agent_rewards(run_dir: Path, rounds: int, base: dict, log: Path) -> dict[int, float]:
-    """The designer's reward with the agent held fixed, per round: every round's valid
-    designs played by the micro model itself (round 0's agent) on the same seeds, and
-    scored as the loop scores them. The reward the designer trains on measures an agent
+def fixed_agent_rewards(
+    run_dir: Path, rounds: int, base: dict, log: Path
+) -> dict[int, list[float]]:
+    """The designer's reward with the agent held fixed, per round the reward of each of its
+    valid designs: every round's valid designs played by the micro model itself (round 0's
+    agent) on the same seeds, and scored as the loop scores them. The reward the designer trains on measures an agent
     that changes every round, so it drifts even under a frozen designer; this one changes
     only with the designs. One rollout and one regret over all the rounds (a design's
     episode seeds depend on it alone; batched with other rounds' plays, its sampled
@@ -433,7 +435,16 @@ def fixed_agent_rewards(run_dir: Path, rounds: int, base: dict, log: Path) -> di
     for c in records(scored):
         if c.get("origin") == "design" and (c.get("score") or {}).get("reward") is not None:
             by_round.setdefault(int(c["round"]), []).append(c["score"]["reward"])
-    return {r: round(statistics.fmean(v), 4) for r, v in sorted(by_round.items())}
+    return dict(sorted(by_round.items()))
+
+
+def mean_and_error(xs: list[float] | None) -> tuple[float | None, float | None]:
+    """A round's mean over its designs, and its standard error from their spread: how far
+    the draw of the round's designs alone moves the mean (None where it cannot be told)."""
+    if not xs:
+        return None, None
+    err = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else None
+    return round(statistics.fmean(xs), 4), None if err is None else round(err, 4)
 
 
 def nohint_return(path: Path) -> dict[str, float]:
@@ -490,7 +501,8 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
         m["round"] = r
         m["step_gain"] = step_gain(rdir)
         m["agent_groups"] = agent_groups(rdir)
-        m["designer_reward_fixed_agent"] = fixed.get(r) if m["designs"] else None
+        mean, err = mean_and_error(fixed.get(r) if m["designs"] else None)
+        m["designer_reward_fixed_agent"], m["designer_reward_fixed_agent_se"] = mean, err
         m["heldout"] = solve_rates(records(heldout[r - 1]))
         rounds.append(m)
     # A run resumed by a later invocation counts the time of every invocation that worked

@@ -45,6 +45,22 @@ def reward_thirds(run: dict, key: str) -> tuple[float, float] | None:
     return thirds(rew) if len(rew) >= 3 else None
 
 
+def change_error(run: dict, key: str) -> float | None:
+    """The standard error of a run's last-third-minus-first-third change in `key`, from the
+    spread of the designs' rewards within each round (`key`_se, where the results hold
+    it): how far the draw of the designs alone moves one seed's change."""
+    rounds = [x for x in run["rounds"][1:] if x.get(key) is not None]
+    errs = [x.get(f"{key}_se") for x in rounds]
+    if len(rounds) < 3 or any(e is None for e in errs):
+        return None
+    k = max(1, len(rounds) // 3)
+
+    def of_mean(es: list[float]) -> float:  # of a third: the mean of its k rounds
+        return math.sqrt(sum(e * e for e in es)) / k
+
+    return math.hypot(of_mean(errs[:k]), of_mean(errs[-k:]))
+
+
 def heldout_gain(run: dict) -> float:
     """A run's held-out solve rate after its last round minus round 0's."""
     return run["rounds"][-1]["heldout"]["all"] - run["rounds"][0]["heldout"]["all"]
@@ -263,16 +279,19 @@ def reward_change_table(results: dict) -> list[str]:
     """Per designer arm and measure, the designer's reward over the last third of the
     rounds minus the first third's, per seed and as a mean with its standard error over
     the seeds: where the criterion reads one sign per seed, this reads the size."""
-    rows = []
+    rows, within = [], False
     for arm, runs in results["runs"].items():
         cells = []
         for key, _ in REWARDS:
-            ends = [e for e in (reward_thirds(r, key) for r in runs.values()) if e]
-            changes = [b - a for a, b in ends]
+            measured = [r for r in runs.values() if reward_thirds(r, key)]
+            changes = [b - a for a, b in (reward_thirds(r, key) for r in measured)]
             if len(changes) > 1:
                 err = standard_error(changes)
-                each = " / ".join(f"{c:+.2f}" for c in changes)
-                cells.append(f"{statistics.fmean(changes):+.3f} ± {err:.3f} ({each})")
+                each = []
+                for c, e in zip(changes, (change_error(r, key) for r in measured), strict=True):
+                    each.append(f"{c:+.2f}" if e is None else f"{c:+.2f} ± {e:.2f}")
+                    within |= e is not None
+                cells.append(f"{statistics.fmean(changes):+.3f} ± {err:.3f} ({' / '.join(each)})")
             else:
                 cells.append("–")
         if any(c != "–" for c in cells):
@@ -280,6 +299,11 @@ def reward_change_table(results: dict) -> list[str]:
     if not rows:
         return []
     head = _row(["arm", *(f"{what}: mean ± standard error (per seed)" for _, what in REWARDS)])
+    note = [
+        "",
+        "A seed's own ± is the standard error of its change from the spread of the designs' "
+        "rewards within each round: how far the draw of its designs alone moves it.",
+    ]
     return [
         "",
         "The designer's reward, last third of the rounds minus the first third:",
@@ -287,6 +311,7 @@ def reward_change_table(results: dict) -> list[str]:
         head,
         "|---|" + "---|" * len(REWARDS),
         *rows,
+        *(note if within else []),
     ]
 
 

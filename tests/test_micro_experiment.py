@@ -130,6 +130,12 @@ def test_the_summary_puts_seeds_side_by_side_and_curves_per_round(tmp_path):
     verdict = tables.verdicts(results)[0]
     assert "designer reward first third 0.300, last third 0.500 (up)" in verdict
     assert "with a fixed agent first third 0.150, last third 0.250 (up)" in verdict
+    assert "The designer's reward, last third" in text and "draw of its designs" not in text
+    for rnd in results["runs"]["spade"]["0"]["rounds"][1:]:  # results that hold the spread
+        rnd["designer_reward_fixed_agent_se"] = 0.03
+    text = tables.summary(results)
+    assert "| +0.000 ± 0.100 (+0.10 ± 0.04 / -0.10) |" in text  # hypot(0.03, 0.03)
+    assert "the draw of its designs alone moves it" in text
 
 
 def test_level_entropy_is_zero_for_one_level_and_log2_6_for_all_six_alike(tmp_path):
@@ -171,7 +177,11 @@ def test_the_fixed_agent_reward_averages_each_rounds_designs(tmp_path):
         + [scored("r", 1, "replay", 1.0), scored("x", 2, "design", None)]
         + [scored("c", 2, "design", 0.75)],
     )
-    assert bench.fixed_agent_rewards(tmp_path, 2, {}, tmp_path / "log") == {1: 0.375, 2: 0.75}
+    per_round = bench.fixed_agent_rewards(tmp_path, 2, {}, tmp_path / "log")
+    assert per_round == {1: [0.5, 0.25], 2: [0.75]}
+    assert bench.mean_and_error(per_round[1]) == (0.375, 0.125)  # sd 0.1768 / sqrt(2)
+    assert bench.mean_and_error(per_round[2]) == (0.75, None)  # one design: no spread
+    assert bench.mean_and_error(None) == (None, None)
 
 
 def test_the_loop_runs_the_held_out_suite_on_the_suites_seed(tmp_path):
