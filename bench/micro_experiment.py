@@ -397,9 +397,9 @@ def fixed_agent_rewards(
 ) -> dict[int, list[float]]:
     """The designer's reward with the agent held fixed, per round the reward of each of its
     valid designs: every round's valid designs played by the micro model itself (round 0's
-    agent) on the same seeds, and scored as the loop scores them. The reward the designer trains on measures an agent
-    that changes every round, so it drifts even under a frozen designer; this one changes
-    only with the designs. One rollout and one regret over all the rounds (a design's
+    agent) on the same seeds, and scored as the loop scores them. The reward the designer
+    trains on measures an agent that changes every round, so it drifts even under a frozen
+    designer; this one changes only with the designs. One rollout and one regret over all the rounds (a design's
     episode seeds depend on it alone; batched with other rounds' plays, its sampled
     actions can differ from a rollout of its round alone, within sampling noise)."""
     validated = [

@@ -283,14 +283,16 @@ def reward_change_table(results: dict) -> list[str]:
     for arm, runs in results["runs"].items():
         cells = []
         for key, _ in REWARDS:
-            measured = [r for r in runs.values() if reward_thirds(r, key)]
-            changes = [b - a for a, b in (reward_thirds(r, key) for r in measured)]
+            measured = [(r, ends) for r in runs.values() if (ends := reward_thirds(r, key))]
+            changes = [b - a for _, (a, b) in measured]
+            errors = [change_error(r, key) for r, _ in measured]
             if len(changes) > 1:
                 err = standard_error(changes)
-                each = []
-                for c, e in zip(changes, (change_error(r, key) for r in measured), strict=True):
-                    each.append(f"{c:+.2f}" if e is None else f"{c:+.2f} ± {e:.2f}")
-                    within |= e is not None
+                each = [
+                    f"{c:+.2f}" if e is None else f"{c:+.2f} ± {e:.2f}"
+                    for c, e in zip(changes, errors, strict=True)
+                ]
+                within |= any(e is not None for e in errors)
                 cells.append(f"{statistics.fmean(changes):+.3f} ± {err:.3f} ({' / '.join(each)})")
             else:
                 cells.append("–")
