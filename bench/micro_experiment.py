@@ -25,7 +25,8 @@ model wrote (loop.replayed_designs = first-round).
 
 Per round it records the valid rate, the designer's reward (as it trained on it, on its
 valid designs alone where its invalid ones were trained on at the penalty, and as a fixed
-agent, the micro model itself, sees the same designs), the levels the designs chose,
+agent, the micro model itself, sees the same designs, with that mean's standard error over
+the round's designs), the levels the designs chose,
 the no-hint win rate on the round's environments, the share of valid designs whose win
 rate lies in the plateau band [0.4, 0.6], and the held-out solve rate (`spade-eval --suite
 micro` on the round's checkpoint, sampled at the agent's temperature, on seeds no round
