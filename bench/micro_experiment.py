@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from micro_report import mean_of, report, rounded  # noqa: E402
+from micro_report import mean_of, report, rounded, standard_error  # noqa: E402
 
 from spade_cli.micro import skill_families  # noqa: E402
 from spade_cli.micro.site.spade_micro import LEVELS, SYMBOLS, CorridorEnv  # noqa: E402
@@ -400,9 +400,10 @@ def fixed_agent_rewards(
     valid designs: every round's valid designs played by the micro model itself (round 0's
     agent) on the same seeds, and scored as the loop scores them. The reward the designer
     trains on measures an agent that changes every round, so it drifts even under a frozen
-    designer; this one changes only with the designs. One rollout and one regret over all the rounds (a design's
-    episode seeds depend on it alone; batched with other rounds' plays, its sampled
-    actions can differ from a rollout of its round alone, within sampling noise)."""
+    designer; this one changes only with the designs. One rollout and one regret over all
+    the rounds (a design's episode seeds depend on it alone; batched with other rounds'
+    plays, its sampled actions can differ from a rollout of its round alone, within
+    sampling noise)."""
     validated = [
         f
         for r in range(1, rounds + 1)
@@ -444,7 +445,7 @@ def mean_and_error(xs: list[float] | None) -> tuple[float | None, float | None]:
     the draw of the round's designs alone moves the mean (None where it cannot be told)."""
     if not xs:
         return None, None
-    err = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else None
+    err = standard_error(xs)
     return round(statistics.fmean(xs), 4), None if err is None else round(err, 4)
 
 

@@ -67,7 +67,8 @@ def heldout_gain(run: dict) -> float:
 
 
 def standard_error(xs: list[float]) -> float | None:
-    """The standard error of a mean over seeds, from their spread; None for one seed."""
+    """The standard error of a mean (over seeds, or a round's designs) from the spread of
+    what it averages; None for one value."""
     return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None
 
 
