@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import math
 import os
 import subprocess
@@ -16,6 +17,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_INSTALL = "install the eval suites with: pip install --no-deps -r requirements-eval.txt"
+
+
+def bench_module(name: str):
+    """bench/NAME.py imported as a module (bench/ is scripts, not a package; its scripts
+    import each other by name)."""
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_cli(

@@ -3,19 +3,13 @@ what it is paid (the bandit itself is run by hand: a few minutes of designer ste
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from spade_cli.recordio import RecordReader, write_records
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location(
-    "designer_bandit", ROOT / "bench" / "designer_bandit.py"
-)
-bandit = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bandit)
+from .helpers import bench_module
+
+bandit = bench_module("designer_bandit")
 
 
 def design(cid: str, skill: str, text: str) -> dict:

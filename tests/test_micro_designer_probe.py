@@ -4,19 +4,11 @@ finished experiment runs, by hand)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from spade_cli.recordio import write_records
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-spec = importlib.util.spec_from_file_location(
-    "micro_designer_probe", ROOT / "bench" / "micro_designer_probe.py"
-)
-probe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe)
+from .helpers import bench_module
+
+probe = bench_module("micro_designer_probe")
 
 
 def code(level: int) -> str:

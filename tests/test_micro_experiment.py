@@ -5,7 +5,6 @@ experiment itself is run by hand: it takes most of an hour."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import tomllib
 from pathlib import Path
@@ -16,14 +15,9 @@ from spade_cli.loop.config import load_config
 from spade_cli.loop.recipe import round_stages
 from spade_cli.recordio import write_records
 
+from .helpers import bench_module
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 bench = bench_module("micro_experiment")

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from spade_cli.micro import model as micro
 from spade_cli.micro.site.spade_micro import FAMILIES
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("micro_reading", ROOT / "bench" / "micro_reading.py")
-reading = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(reading)
+from .helpers import bench_module
+
+reading = bench_module("micro_reading")
 
 
 def test_every_family_hint_and_move_is_asked_with_the_experts_answer():
