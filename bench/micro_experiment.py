@@ -44,7 +44,8 @@ where it stopped. An invocation with other arms or seeds but the same settings (
 --rounds, --eval-items, --eval-seed, --set) adds its runs to the same results file.
 Writes OUT/results.json (with each invocation's commit, package versions and --jobs);
 bench/micro_report.py reads it out into OUT/summary.md (the tables) and five PNG plots
-beside it, and prints a verdict per run.
+beside it, and prints a verdict per run and the experiment's bars, each met or not
+(bench/micro_criteria.py).
 
     python bench/micro_experiment.py                       # 4 arms x 3 seeds
     python bench/micro_experiment.py --arms spade --seeds 0 --rounds 2    # a smoke run

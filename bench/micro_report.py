@@ -2,7 +2,7 @@
 plots, from the results bench/micro_experiment.py writes (its --report rewrites them from
 OUT/results.json alone).
 
-Tables: per arm the held-out solve rate, round 0 → last, per seed, the designer's reward
+Tables: first the experiment's bars and whether each holds (bench/micro_criteria.py); per arm the held-out solve rate, round 0 → last, per seed, the designer's reward
 in its first and last third of the rounds (as trained on, on its valid designs alone, and
 with a fixed agent), the valid share, the levels chosen and the agent's trained groups;
 per round the held-out solve rate, the plateau share and the level entropy; a held-out
@@ -20,6 +20,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from micro_criteria import criteria_table  # noqa: E402
+from micro_figures import (  # noqa: E402
+    change_error,
+    heldout_gain,
+    reward_thirds,
+    standard_error,
+    thirds,
+)
 
 from spade_cli.micro.ceiling import ceilings  # noqa: E402
 from spade_cli.micro.site.spade_micro import FAMILIES  # noqa: E402
@@ -31,45 +41,6 @@ REWARDS = (
     ("designer_reward_valid", "on its valid designs"),
     ("designer_reward_fixed_agent", "with a fixed agent"),
 )
-
-
-def thirds(xs: list[float]) -> tuple[float, float]:
-    k = max(1, len(xs) // 3)
-    return statistics.fmean(xs[:k]), statistics.fmean(xs[-k:])
-
-
-def reward_thirds(run: dict, key: str) -> tuple[float, float] | None:
-    """A run's designer reward (`key`: one of REWARDS) over its first and last third of
-    the rounds; None with fewer than three rounds that have one."""
-    rew = [x[key] for x in run["rounds"][1:] if x.get(key) is not None]
-    return thirds(rew) if len(rew) >= 3 else None
-
-
-def change_error(run: dict, key: str) -> float | None:
-    """The standard error of a run's last-third-minus-first-third change in `key`, from the
-    spread of the designs' rewards within each round (`key`_se, where the results hold
-    it): how far the draw of the designs alone moves one seed's change."""
-    rounds = [x for x in run["rounds"][1:] if x.get(key) is not None]
-    errs = [x.get(f"{key}_se") for x in rounds]
-    if len(rounds) < 3 or any(e is None for e in errs):
-        return None
-    k = max(1, len(rounds) // 3)
-
-    def of_mean(es: list[float]) -> float:  # of a third: the mean of its k rounds
-        return math.sqrt(sum(e * e for e in es)) / k
-
-    return math.hypot(of_mean(errs[:k]), of_mean(errs[-k:]))
-
-
-def heldout_gain(run: dict) -> float:
-    """A run's held-out solve rate after its last round minus round 0's."""
-    return run["rounds"][-1]["heldout"]["all"] - run["rounds"][0]["heldout"]["all"]
-
-
-def standard_error(xs: list[float]) -> float | None:
-    """The standard error of a mean (over seeds, or a round's designs) from the spread of
-    what it averages; None for one value."""
-    return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None
 
 
 def verdicts(results: dict) -> list[str]:
@@ -190,7 +161,13 @@ def summary(results: dict) -> str:
             f"Wall times from a machine whose reference workload took {took} s "
             "(`reference_seconds`).",
         ]
-    out = [*rows, "", "Held-out solve rate per round (mean over seeds):", ""]
+    out = [
+        *criteria_table(results),
+        *rows,
+        "",
+        "Held-out solve rate per round (mean over seeds):",
+        "",
+    ]
     out += [_row(["arm", *(f"round {i}" for i in range(n))]), "|---|" + "---|" * n, *per_round]
     out += sampling_error(results) + gain_table(results)
     for title, table in (
@@ -416,6 +393,8 @@ def report(results: dict, out: Path) -> None:
     """Table, verdicts and plots from a results file (also what a finished run prints)."""
     (out / "summary.md").write_text(summary(results))
     for line in verdicts(results):
+        print(line)
+    for line in criteria_table(results):
         print(line)
     for p in plot(results, out):
         print(f"plot: {p}", file=sys.stderr)
