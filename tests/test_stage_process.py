@@ -63,6 +63,24 @@ def test_a_forked_stage_that_crashes_exits_with_1_in_the_child(mode, monkeypatch
     assert marker.read_text() == "x"
 
 
+def test_a_forked_stage_inherits_the_loops_heap_frozen(mode, monkeypatch, tmp_path):
+    """The stage's garbage collections skip what the loop imported before forking it."""
+    import gc
+
+    from spade_cli import __main__ as spade_main
+
+    seen = tmp_path / "frozen"
+    monkeypatch.setattr(spade_main, "main", lambda: seen.write_text(str(gc.get_freeze_count())))
+    monkeypatch.setitem(stage_process._state, "warm", False)
+    monkeypatch.setattr(stage_process, "WARM_MODULES", ("json",))
+    mode("fork")
+    try:
+        assert stage_process.run_command(["cat", "-"]) == 0
+    finally:
+        gc.unfreeze()  # this test process goes on as it was
+    assert int(seen.read_text()) > 10_000
+
+
 def test_auto_forks_only_where_no_gpu_is_visible(mode, monkeypatch, tmp_path):
     mode("auto")
     monkeypatch.setattr(stage_process, "_GPU_DEVICES", (str(tmp_path / "nvidia[0-9]*"),))
