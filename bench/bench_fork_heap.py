@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ import types
 from pathlib import Path
 
 import orjson
-from bench_stage_process import side_by_side
+from bench_stage_process import print_side_by_side, side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAPS = ("as-imported", "frozen")
@@ -77,16 +76,7 @@ def main() -> None:
         list(HEAPS), args.repeat, lambda heap, runs: one_round(args.config, heap, runs)
     )
     print(f"config: {args.config}, {args.repeat} round(s) per heap, median seconds")
-    print(f"{'stage':16} {'as imported':>12} {'frozen':>8} {'ratio':>7}")
-    for name in stages["frozen"]:
-        a, f = (statistics.median(stages[h].get(name, [0.0])) for h in HEAPS)
-        print(f"{name:16} {a:12.2f} {f:8.2f} {a / f if f else float('nan'):7.2f}")
-    a, f = (statistics.median(walls[h]) for h in HEAPS)
-    print(f"{'round (wall)':16} {a:12.2f} {f:8.2f} {a / f:7.2f}")
-    same = figures["as-imported"] == figures["frozen"]
-    print(f"same round figures under both: {'yes' if same else 'NO'}")
-    if not same:
-        print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+    if not print_side_by_side("heap", list(HEAPS), walls, stages, figures):
         sys.exit(1)
 
 

@@ -74,6 +74,26 @@ def comparable(summary: dict) -> dict:
     return {k: summary.get(k) for k in keep} | {"train_loss_last": loss and float(f"{loss:.5g}")}
 
 
+def print_side_by_side(label: str, settings: list[str], walls, stages, figures) -> bool:
+    """Print each stage's and the round's median seconds under every setting, with the
+    first setting's time over each other's (above 1: that one is faster); True where
+    every setting wrote the same round figures (printed where they differ)."""
+    base = settings[0]
+    width = max(9, *(len(s) + 2 for s in settings))
+    print(f"{label:16}" + "".join(f"{s:>{width}}" for s in settings) + "   ratio to the first")
+    names = list(stages[base]) + [n for s in settings for n in stages[s] if n not in stages[base]]
+    rows = [(n, [statistics.median(stages[s].get(n, [0.0])) for s in settings]) for n in names]
+    rows.append(("round (wall)", [statistics.median(walls[s]) for s in settings]))
+    for name, med in dict(rows).items():
+        ratios = " ".join(f"{med[0] / m if m else float('nan'):5.2f}" for m in med[1:])
+        print(f"{name:16}" + "".join(f"{m:{width}.2f}" for m in med) + f"   {ratios}")
+    same = all(figures[s] == figures[base] for s in settings)
+    print(f"same round figures under every setting: {'yes' if same else 'NO'}")
+    if not same:
+        print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+    return same
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -87,16 +107,7 @@ def main() -> None:
         lambda mode, runs: one_round(args.config, runs, ("--stage-process", mode)),
     )
     print(f"config: {args.config}, {args.repeat} round(s) per mode, median seconds")
-    print(f"{'stage':16} {'exec':>8} {'fork':>8} {'ratio':>7}")
-    for name in stages["exec"]:
-        e, f = (statistics.median(stages[m].get(name, [0.0])) for m in MODES)
-        print(f"{name:16} {e:8.2f} {f:8.2f} {e / f if f else float('nan'):7.2f}")
-    e, f = (statistics.median(walls[m]) for m in MODES)
-    print(f"{'round (wall)':16} {e:8.2f} {f:8.2f} {e / f:7.2f}")
-    same = figures["exec"] == figures["fork"]
-    print(f"same round figures under both: {'yes' if same else 'NO'}")
-    if not same:
-        print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+    if not print_side_by_side("stage process", list(MODES), walls, stages, figures):
         sys.exit(1)
 
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 from pathlib import Path
 
-import orjson
-from bench_stage_process import one_round, side_by_side
+from bench_stage_process import one_round, print_side_by_side, side_by_side
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,23 +36,9 @@ def main() -> None:
         args.repeat,
         lambda threads, runs: one_round(args.config, runs, env={"OMP_NUM_THREADS": threads}),
     )
-    base = settings[0]
     print(f"config: {args.config}, {args.repeat} round(s) per setting, median seconds")
-    print(
-        f"{'OMP_NUM_THREADS':16}" + "".join(f"{s:>8}" for s in settings) + "   ratio to the first"
-    )
-    names = list(stages[base]) + [n for s in settings for n in stages[s] if n not in stages[base]]
-    for name in dict.fromkeys(names):
-        med = [statistics.median(stages[s].get(name, [0.0])) for s in settings]
-        ratios = " ".join(f"{med[0] / m if m else float('nan'):5.2f}" for m in med[1:])
-        print(f"{name:16}" + "".join(f"{m:8.2f}" for m in med) + f"   {ratios}")
-    med = [statistics.median(walls[s]) for s in settings]
-    ratios = " ".join(f"{med[0] / m:5.2f}" for m in med[1:])
-    print(f"{'round (wall)':16}" + "".join(f"{m:8.2f}" for m in med) + f"   {ratios}")
-    same = all(figures[s] == figures[base] for s in settings)
-    print(f"same round figures under every setting: {'yes' if same else 'no'}")
-    if not same:
-        print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+    # Threads may round a float reduction differently, and a sampled token then differs.
+    print_side_by_side("OMP_NUM_THREADS", settings, walls, stages, figures)
 
 
 if __name__ == "__main__":
