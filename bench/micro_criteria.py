@@ -1,5 +1,5 @@
-"""The micro experiment's bars, each read from its results: what `Done when` asks of the
-experiment (docs/evidence.md), per seed where a bar is per seed, and whether it holds.
+"""The micro experiment's bars, each read from its results: what the experiment must show
+(the README's Evidence section), per seed where a bar is per seed, and whether it holds.
 
     python bench/micro_criteria.py OUT/results.json [...]    # one table per results file
 
@@ -173,7 +173,7 @@ def criteria_table(results: dict) -> list[str]:
     if not rows:
         return []
     return [
-        "The experiment's bars (docs/evidence.md), read from these results:",
+        "The experiment's bars, read from these results:",
         "",
         "| bar | measured | verdict |",
         "|---|---|---|",
