@@ -88,9 +88,10 @@ def _warm_up() -> None:
 
     The imports leave some 500,000 objects that every stage inherits. Frozen (moved to
     the collector's permanent generation), they are skipped by a stage's garbage
-    collections, each of which would otherwise walk them all again: 0.25 s a full pass
-    on two cores, several a stage (`bench/bench_fork_heap.py`). They live as long as
-    the loop anyway; what the import left as garbage is collected first, not frozen."""
+    collections; as imported, a stage's first full collection and every explicit
+    `gc.collect()` (accelerate's, after training) walk them all again, 0.25 s a pass on
+    two cores (`bench/bench_fork_heap.py`). They live as long as the loop anyway; what
+    the imports left as garbage is collected first, not frozen."""
     if _state["warm"]:
         return
     for name in WARM_MODULES:
