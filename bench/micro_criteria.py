@@ -16,14 +16,19 @@ variant (`spade-invalid-penalty`) is read against its own control
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from micro_figures import heldout_gain, reward_thirds, standard_error, thirds  # noqa: E402
+from micro_figures import (  # noqa: E402
+    final_difference,
+    heldout_gain,
+    reward_thirds,
+    standard_error,
+    thirds,
+)
 
 AGENT_GAIN = 0.15  # 15 points of held-out solve rate
 RUN_SECONDS = 300.0
@@ -109,16 +114,13 @@ def beside_row(arm: str, results: dict) -> list[str] | None:
     """The arm's final held-out solve rate against the fixed pool's and the frozen
     designer's: reported whichever way it comes out, `ahead` only beyond two standard
     errors of the difference."""
-    ours = [r["rounds"][-1]["heldout"]["all"] for r in results["runs"][arm].values()]
+    ours = list(results["runs"][arm].values())
     cells = []
     for other in BESIDE:
-        theirs = [
-            r["rounds"][-1]["heldout"]["all"] for r in results["runs"].get(other, {}).values()
-        ]
-        errs = (standard_error(ours), standard_error(theirs))
-        if None in errs:
+        apart = final_difference(ours, list(results["runs"].get(other, {}).values()))
+        if apart is None:
             continue
-        diff, err = statistics.fmean(ours) - statistics.fmean(theirs), math.hypot(*errs)
+        diff, err = apart
         where = "ahead" if diff > 2 * err else "behind" if diff < -2 * err else "not apart"
         cells.append(f"{other} {diff:+.3f} ± {err:.3f} ({where})")
     if not cells:

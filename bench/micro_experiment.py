@@ -70,7 +70,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from micro_report import mean_of, report, rounded, standard_error  # noqa: E402
+from micro_figures import standard_error  # noqa: E402
+from micro_report import mean_of, report, rounded  # noqa: E402
 
 from spade_cli.micro import skill_families  # noqa: E402
 from spade_cli.micro.site.spade_micro import LEVELS, SYMBOLS, CorridorEnv  # noqa: E402

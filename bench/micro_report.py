@@ -2,7 +2,8 @@
 plots, from the results bench/micro_experiment.py writes (its --report rewrites them from
 OUT/results.json alone).
 
-Tables: first the experiment's bars and whether each holds (bench/micro_criteria.py); per arm the held-out solve rate, round 0 → last, per seed, the designer's reward
+Tables: first the experiment's bars and whether each holds (bench/micro_criteria.py);
+per arm the held-out solve rate, round 0 → last, per seed, the designer's reward
 in its first and last third of the rounds (as trained on, on its valid designs alone, and
 with a fixed agent), the valid share, the levels chosen and the agent's trained groups;
 per round the held-out solve rate, the plateau share and the level entropy; a held-out
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from micro_criteria import criteria_table  # noqa: E402
 from micro_figures import (  # noqa: E402
     change_error,
+    final_difference,
     heldout_gain,
     reward_thirds,
     standard_error,
@@ -211,21 +213,16 @@ def gain_table(results: dict) -> list[str]:
     """Per arm, the mean held-out gain over its seeds and its standard error from the
     seeds' spread (training and sampling noise together), and the first arm's final mean
     against each other arm's, with the standard error of that difference."""
-    finals, gains = {}, {}
-    for arm, runs in results["runs"].items():
-        finals[arm] = [r["rounds"][-1]["heldout"]["all"] for r in runs.values()]
-        gains[arm] = [heldout_gain(r) for r in runs.values()]
+    runs = {arm: list(by_seed.values()) for arm, by_seed in results["runs"].items()}
+    gains = {arm: [heldout_gain(r) for r in rs] for arm, rs in runs.items()}
     if not any(len(g) > 1 for g in gains.values()):
         return []
-    first = next(iter(finals))
-    lead_err = standard_error(finals[first])
+    first = next(iter(runs))
     rows = []
-    for arm in finals:
-        err, final_err = standard_error(gains[arm]), standard_error(finals[arm])
-        diff = "–"
-        if arm != first and final_err is not None and lead_err is not None:
-            d = statistics.fmean(finals[first]) - statistics.fmean(finals[arm])
-            diff = f"{d:+.3f} ± {math.hypot(lead_err, final_err):.3f}"
+    for arm in runs:
+        err = standard_error(gains[arm])
+        apart = final_difference(runs[first], runs[arm]) if arm != first else None
+        diff = "–" if apart is None else f"{apart[0]:+.3f} ± {apart[1]:.3f}"
         rows.append(
             _row(
                 [
