@@ -19,7 +19,6 @@ checks that both wrote the same round figures.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import types
 from pathlib import Path
 
 import orjson
-from bench_stage_process import print_side_by_side, side_by_side
+from bench_stage_process import print_side_by_side, round_parser, side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAPS = ("as-imported", "frozen")
@@ -66,12 +65,7 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--drive":
         drive(sys.argv[2], sys.argv[3:])
         return
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
-    ap.add_argument("--repeat", type=int, default=1, help="Rounds per heap (alternating).")
-    args = ap.parse_args()
+    args = round_parser(__doc__, "heap").parse_args()
     walls, stages, figures = side_by_side(
         list(HEAPS), args.repeat, lambda heap, runs: one_round(args.config, heap, runs)
     )

@@ -74,6 +74,16 @@ def comparable(summary: dict) -> dict:
     return {k: summary.get(k) for k in keep} | {"train_loss_last": loss and float(f"{loss:.5g}")}
 
 
+def round_parser(description: str, per: str) -> argparse.ArgumentParser:
+    """The round benchmarks' options: the loop config and how many rounds per setting."""
+    ap = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
+    ap.add_argument("--repeat", type=int, default=1, help=f"Rounds per {per} (alternating).")
+    return ap
+
+
 def print_side_by_side(label: str, settings: list[str], walls, stages, figures) -> bool:
     """Print each stage's and the round's median seconds under every setting, with the
     first setting's time over each other's (above 1: that one is faster); True where
@@ -95,12 +105,7 @@ def print_side_by_side(label: str, settings: list[str], walls, stages, figures) 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
-    ap.add_argument("--repeat", type=int, default=1, help="Rounds per mode (alternating).")
-    args = ap.parse_args()
+    args = round_parser(__doc__, "mode").parse_args()
     walls, stages, figures = side_by_side(
         list(MODES),
         args.repeat,

@@ -13,22 +13,14 @@ The micro model is built first if it is not cached, outside the timings.
 
 from __future__ import annotations
 
-import argparse
 import os
-from pathlib import Path
 
-from bench_stage_process import one_round, print_side_by_side, side_by_side
-
-ROOT = Path(__file__).resolve().parent.parent
+from bench_stage_process import one_round, print_side_by_side, round_parser, side_by_side
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
+    ap = round_parser(__doc__, "setting")
     ap.add_argument("--threads", default=f"1,{os.cpu_count()}", help="settings to compare")
-    ap.add_argument("--repeat", type=int, default=1, help="Rounds per setting (alternating).")
     args = ap.parse_args()
     settings = args.threads.split(",")
     walls, stages, figures = side_by_side(
