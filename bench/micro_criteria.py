@@ -64,7 +64,9 @@ def designer_rows(arm: str, control: str, results: dict) -> list[list[str]]:
     for key, reading in DESIGNER_READINGS:
         cells, held = [], 0
         for seed, run in runs.items():
-            ours, theirs = reward_thirds(run, key), reward_thirds(controls.get(seed, {}), key)
+            if seed not in controls:  # a seed the control has not run is no pair
+                continue
+            ours, theirs = reward_thirds(run, key), reward_thirds(controls[seed], key)
             if ours is None or theirs is None:
                 continue
             up, control_up = ours[1] - ours[0], theirs[1] - theirs[0]

@@ -59,6 +59,17 @@ def test_the_designers_bar_holds_in_a_seed_where_spade_rises_and_its_control_doe
     assert row(results, "with a fixed agent")[1] == "not met (0 of 2)"  # flat SPADE: not up
 
 
+def test_a_seed_only_spade_ran_is_left_out_of_the_designers_bar():
+    up, down = (0.3, 0.4, 0.5), (0.5, 0.4, 0.3)
+    results = {
+        "runs": {
+            "spade": {"0": run(rewards=up), "1": run(rewards=up)},
+            "negative-control": {"0": run(rewards=down)},
+        }
+    }
+    assert row(results, "designer reward as trained on") == ["seed 0 +0.20 vs -0.20 ✓", "met"]
+
+
 def test_a_spade_variant_is_read_against_its_own_control():
     results = {
         "runs": {
