@@ -343,3 +343,28 @@ per_device_batch_size = 2
     assert len(scored) == 2
     assert all(c["validation"]["valid"] for c in scored), [c["validation"] for c in scored]
     assert all(len(c["rollouts"]["nohint"]) == 2 for c in scored)
+
+
+def test_a_copied_run_resumes_from_its_own_records(finished_run, config, tmp_path):
+    """A run copied elsewhere (off a scratch disk, say) goes on from its own checkpoint,
+    not the original's, and the original is left as it was."""
+    import shutil
+
+    run_a, _ = finished_run
+    before = {p: p.read_bytes() for p in run_a.rglob("*.json*") if p.is_file()}
+    run_b = tmp_path / "elsewhere" / "t"
+    shutil.copytree(run_a, run_b)
+    r = subprocess.run(
+        [*loop_cmd(config, run_b.parent), "--rounds", "2", "-v"], capture_output=True, timeout=1200
+    )
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    assert b"round 1: spade-" not in r.stderr  # round 1 is done where it lies now
+    assert b"the run was at " + str(run_a.resolve()).encode() in r.stderr
+    # round 2 plays the model round 1's record names (its checkpoint, or the tiny model
+    # where round 1 had nothing to learn from), and no record names the original run
+    second = orjson.loads((run_b / "round-002" / "manifest.json").read_bytes())
+    ckpt = orjson.loads((run_b / "round-001" / "checkpoint.jsonl").read_bytes().splitlines()[0])
+    assert ckpt["path"] == second["model"]
+    for path in [run_b / "metrics.jsonl", *run_b.glob("round-*/checkpoint*.jsonl")]:
+        assert str(run_a.resolve()).encode() not in path.read_bytes(), path
+    assert {p: p.read_bytes() for p in before} == before

@@ -30,6 +30,7 @@ from ..records import parse_shard
 from .config import LoopConfig, to_dict
 from .layout import Round, Shell, Stage, shell_line
 from .recipe import round_stages
+from .relocate import LOCATION, settle
 from .report import round_summary
 from .stage_process import keep_single_threaded, run_command
 
@@ -132,6 +133,12 @@ def without_newer_defaults(current: dict, old: dict, defaults: dict) -> dict:
     return out
 
 
+def settings(config: dict) -> dict:
+    """A run's config.json less what may change between its invocations: the rounds
+    (a finished run is extended) and where the run lies."""
+    return {k: v for k, v in config.items() if k not in ("rounds", "runs_dir", "name", LOCATION)}
+
+
 class Loop:
     def __init__(self, cfg: LoopConfig):
         self.cfg = cfg
@@ -149,19 +156,20 @@ class Loop:
         return fh
 
     def check_config(self) -> None:
-        """A run directory belongs to one config: resuming with another is an error."""
-        path = self.run_dir / "config.json"
-        current = to_dict(self.cfg)
-        frozen = {k: v for k, v in current.items() if k != "rounds"}
-        if path.exists():
-            old = orjson.loads(path.read_bytes())
-            frozen = without_newer_defaults(frozen, old, to_dict(LoopConfig()))
-            if {k: v for k, v in old.items() if k != "rounds"} != frozen:
+        """A run directory belongs to one config: resuming with another is an error. Where
+        the run lies is not part of it: a run found elsewhere than it last ran follows its
+        move (relocate.py) before anything reads its records."""
+        current = {**to_dict(self.cfg), LOCATION: str(self.run_dir.resolve())}
+        old = settle(self.run_dir)
+        if old is not None:
+            frozen = without_newer_defaults(settings(current), old, to_dict(LoopConfig()))
+            if settings(old) != frozen:
                 raise UsageError(
                     f"{self.run_dir}: holds a run with a different config; use another name "
                     "or delete the directory"
                 )
-        atomic_write_bytes(str(path), orjson.dumps(current, option=orjson.OPT_INDENT_2))
+        path = str(self.run_dir / "config.json")
+        atomic_write_bytes(path, orjson.dumps(current, option=orjson.OPT_INDENT_2))
 
     # ------------------------------------------------------------------ driver
 
@@ -218,6 +226,7 @@ def run_stage(
                 main_process_ip=main_process_ip or cfg.train.main_process_ip,
             ),
         )
+    settle(cfg.run_dir)  # before anything reads a record: the run may have moved
     rnd = Round(cfg, r)
     stages = {s.name: s for s in round_stages(cfg, r)}
     if name not in stages:
