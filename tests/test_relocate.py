@@ -80,3 +80,24 @@ def test_a_run_from_before_the_location_field_follows_its_absolute_runs_dir(tmp_
     )
     Loop(moved).check_config()
     assert model_of(moved, 2) == str(tmp_path / "b" / "t" / "round-001" / "checkpoint")
+
+
+def test_the_commands_printed_for_a_moved_run_name_where_it_lies(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "old" / "model").mkdir(parents=True)
+    fake_run(tmp_path / "old" / "runs", tmp_path / "old" / "model")
+    (tmp_path / "old").rename(tmp_path / "new")
+    config = tmp_path / "t.toml"
+    config.write_text(f'name = "t"\n[model]\npath = "{tmp_path / "new" / "model"}"\n')
+    args = ["--runs-dir", str(tmp_path / "new" / "runs"), "--round", "2", "--print-commands"]
+    r = subprocess.run(
+        [sys.executable, "-m", "spade_cli", "loop", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"--model {tmp_path / 'new' / 'runs' / 't' / 'round-001' / 'checkpoint'} " in r.stdout
+    assert str(tmp_path / "old") not in r.stdout

@@ -14,6 +14,7 @@ from ..loop import Loop, load_config
 from ..loop.config import describe_fields
 from ..loop.layout import round_dir
 from ..loop.recipe import as_script, round_stages
+from ..loop.relocate import settle
 from ..loop.report import load_metrics, step_line, table
 from ..loop.runner import run_stage
 from ..loop.stage_process import use as use_stage_process
@@ -131,6 +132,8 @@ def loop(
         if v is not None
     }
     cfg = load_config(config, overrides)
+    if print_commands or list_stages:
+        settle(cfg.run_dir)  # a run that moved: its commands name where it lies now
     if print_commands:
         sys.stdout.write(as_script(cfg, round_, pipe=pipe))
         return
