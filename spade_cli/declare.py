@@ -19,6 +19,8 @@ also reads users' TOML files.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import re
 import tomllib
 import types
 import typing
@@ -201,12 +203,20 @@ def table_values(
             continue
         f = by_key.get(name)
         if f is None:
-            raise UsageError(f"{source}: unknown field {where + key!r}")
-        values[f.name] = coerce(f"{source}: {where + key!r}", value, f.type)
+            raise UsageError(
+                f"{at(source, where + key)}: unknown field {where + key!r}"
+                + did_you_mean(name, by_key)
+            )
+        values[f.name] = coerce(f"{at(source, where + key)}: {where + key!r}", value, f.type)
     try:
         check(build(cls, values), where, style="field")
     except UsageError as e:
-        raise UsageError(f"{source}: {e}") from None
+        # The line of the field the message names (the user's own spelling of its key).
+        named = {
+            k: by_key[k.replace("-", "_")].name for k in table if k.replace("-", "_") in by_key
+        }
+        keys = [k for k, field_name in named.items() if f"'{where}{field_name}'" in str(e)]
+        raise UsageError(f"{at(source, where + keys[0]) if keys else source}: {e}") from None
     return values
 
 
@@ -261,6 +271,30 @@ def rows(obj: Any, prefix: str = "") -> Iterator[tuple[str, str, str]]:
 
 
 # --------------------------------------------------------------------------- TOML
+
+
+def did_you_mean(name: str, known: typing.Iterable[str]) -> str:
+    """ " (did you mean 'x'?)" for the known name closest to a misspelt one, else ""."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def at(source: str, dotted: str) -> str:
+    """`source:LINE` where the TOML file `source` sets `table.key` (or a top-level key),
+    else `source`: tomllib's values carry no positions, so the line is found in the text."""
+    try:
+        lines = Path(source).read_text().splitlines()
+    except (OSError, ValueError):
+        return source
+    table, _, key = dotted.rpartition(".")
+    current = ""
+    for number, line in enumerate(lines, 1):
+        header = re.match(r"\s*\[\s*([^\]]+?)\s*\]", line)
+        if header:
+            current = header.group(1).strip('"')
+        elif current == table and re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+            return f"{source}:{number}"
+    return source
 
 
 def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:

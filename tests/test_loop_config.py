@@ -48,6 +48,29 @@ def test_bad_fields_name_the_field(tmp_path, toml, message):
     assert str(path) in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "toml, where, message",
+    [
+        ("roundz = 2\n", 1, "unknown field 'roundz' (did you mean 'rounds'?)"),
+        ("name = 'a'\n\n[rollout]\nmax_turns = 2\nepisodez = 3\n", 5, "(did you mean 'episodes'?)"),
+        (
+            "[design]\nmax_tokens = 9\n[rollout]\n  max-turns = 0\n",
+            4,
+            "'rollout.max_turns' must be at least 1",
+        ),
+        ("[ \"rollout\" ]\n'episodes' = 'x'\n", 2, "'rollout.episodes': expected int"),
+        ("[train]\nzzz = 1\n", 2, "unknown field 'train.zzz'"),
+    ],
+)
+def test_bad_fields_name_their_line_and_the_field_meant(tmp_path, toml, where, message):
+    path = tmp_path / "run.toml"
+    path.write_text(toml)
+    with pytest.raises(UsageError) as err:
+        load_config(str(path))
+    assert str(err.value).startswith(f"{path}:{where}: ") and message in str(err.value)
+    assert "did you mean" not in str(err.value) or "(did you mean" in message
+
+
 def test_cli_config_error_exit_2(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text("[train]\nlearning_rat = 1\n")
@@ -55,7 +78,8 @@ def test_cli_config_error_exit_2(tmp_path):
     assert r.returncode == 2
     assert (
         r.stderr.decode().strip()
-        == f"spade-loop: error: {path}: unknown field 'train.learning_rat'"
+        == f"spade-loop: error: {path}:2: unknown field 'train.learning_rat'"
+        " (did you mean 'learning_rate'?)"
     )
     assert r.stdout == b""
 

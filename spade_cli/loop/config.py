@@ -178,7 +178,7 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
     for key, value in data.items():
         name = key.replace("-", "_")
         if name in TOP:
-            kwargs[name] = st.coerce(f"{source}: {key!r}", value, TOP[name])
+            kwargs[name] = st.coerce(f"{st.at(source, key)}: {key!r}", value, TOP[name])
         elif name in STAGE_TABLES:
             if not isinstance(value, dict):
                 raise UsageError(f"{source}: {key!r} must be a table")
@@ -189,7 +189,10 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
                 )
             kwargs[name] = st.from_table(STAGE_TABLES[name], table, source, f"{key}.")
         else:
-            raise UsageError(f"{source}: unknown field {key!r}")
+            raise UsageError(
+                f"{st.at(source, key)}: unknown field {key!r}"
+                + st.did_you_mean(name, [*TOP, *STAGE_TABLES])
+            )
     cfg = LoopConfig(**kwargs, extra_args=extra)
     if cfg.train.designer_interval is None:
         # The balance scale's regeneration interval is the window the loop runs: the
