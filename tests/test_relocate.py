@@ -101,3 +101,11 @@ def test_the_commands_printed_for_a_moved_run_name_where_it_lies(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"--model {tmp_path / 'new' / 'runs' / 't' / 'round-001' / 'checkpoint'} " in r.stdout
     assert str(tmp_path / "old") not in r.stdout
+
+
+def test_a_run_that_has_not_moved_is_only_read(tmp_path):
+    """Nothing written, not even the lock: a read-only run can be inspected."""
+    cfg = fake_run(tmp_path / "runs", tmp_path / "model")
+    before = {p: p.read_bytes() for p in cfg.run_dir.rglob("*") if p.is_file()}
+    assert settle(cfg.run_dir)[LOCATION] == str(cfg.run_dir.resolve())
+    assert {p: p.read_bytes() for p in cfg.run_dir.rglob("*") if p.is_file()} == before

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import UsageError
 from ..logs import log
 from ..recordio import atomic_write_bytes
 
@@ -102,14 +103,26 @@ def follow_move(run_dir: Path, move: Move) -> int:
 def settle(run_dir: Path) -> dict | None:
     """The run's config.json (None before its first start); if the run lies elsewhere than
     it says, first its records and its own paths are rewritten to where the run now lies.
-    Under a lock: the stage jobs of a scheduler may start together."""
+    The rewrite runs under a lock (the stage jobs of a scheduler may start together); a
+    run that has not moved is only read, so a read-only one can still be inspected."""
     path = run_dir / "config.json"
     if not path.exists():
         return None
-    with open(run_dir / ".relocate.lock", "w") as lock:
+    here = str(run_dir.resolve())
+    config = orjson.loads(path.read_bytes())
+    if previous_location(config) == here:
+        return config
+    try:
+        lock = open(run_dir / ".relocate.lock", "w")
+    except OSError as e:
+        raise UsageError(
+            f"{run_dir}: the run was at {previous_location(config)} and its records cannot "
+            f"be rewritten to name where it lies now ({e.strerror})"
+        ) from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        config = orjson.loads(path.read_bytes())
-        before, here = previous_location(config), str(run_dir.resolve())
+        config = orjson.loads(path.read_bytes())  # another job may have settled it
+        before = previous_location(config)
         if before == here:
             return config
         if before is not None:
