@@ -144,6 +144,14 @@ def time_rows(results: dict) -> list[list[str]]:
         return []
     total = sum(walls)
     within = sum(w <= RUN_SECONDS for w in walls)
+    measured = f"{min(walls):.0f} to {max(walls):.0f} s"
+    loops = [r.get("loop_seconds") for runs in results["runs"].values() for r in runs.values()]
+    if loops != walls and all(loops):
+        # The verdict is the run's; what its spade-loop took alone says where the time went.
+        measured += (
+            f"; the loops alone {min(loops):.0f} to {max(loops):.0f} s, "
+            f"{sum(x <= RUN_SECONDS for x in loops)} of {len(loops)} within"
+        )
     return [
         [
             f"the whole experiment within {EXPERIMENT_SECONDS / 60:.0f} minutes",
@@ -152,7 +160,7 @@ def time_rows(results: dict) -> list[list[str]]:
         ],
         [
             f"every run within {RUN_SECONDS / 60:.0f} minutes",
-            f"{min(walls):.0f} to {max(walls):.0f} s",
+            measured,
             _verdict(within, len(walls)),
         ],
     ]

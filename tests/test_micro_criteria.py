@@ -120,6 +120,14 @@ def test_time_sums_the_runs_and_asks_five_minutes_of_each():
     assert row(results, "every run") == ["150 to 400 s", "not met (2 of 3)"]
     results["runs"]["fixed-pool"]["0"] = run(wall=3000.0)
     assert row(results, "whole experiment") == ["61.5 min over 3 runs", "not met"]
+    # a run's loop and the measurements after it: the loops' own figure beside the verdict
+    for r, loop in zip(results["runs"]["spade"].values(), (250.0, 310.0), strict=True):
+        r["loop_seconds"] = loop
+    results["runs"]["fixed-pool"]["0"]["loop_seconds"] = 3000.0
+    assert row(results, "every run") == [
+        "290 to 3000 s; the loops alone 250 to 3000 s, 1 of 3 within",
+        "not met (1 of 3)",
+    ]
 
 
 def test_the_summary_opens_with_the_bars_and_the_script_reads_results_files(tmp_path, capsys):
