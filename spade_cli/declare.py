@@ -197,6 +197,7 @@ def table_values(
         by_key[f.name] = f
         by_key.setdefault(f.long_flag.removeprefix("--").replace("-", "_"), f)
     values: dict[str, Any] = {}
+    spelt: dict[str, str] = {}  # field name -> the key as the file spells it
     for key, value in table.items():
         name = key.replace("-", "_")
         if name in ignore:
@@ -207,16 +208,17 @@ def table_values(
                 f"{at(source, where + key)}: unknown field {where + key!r}"
                 + did_you_mean(name, by_key)
             )
-        values[f.name] = coerce(f"{at(source, where + key)}: {where + key!r}", value, f.type)
+        spelt[f.name] = key
+        try:
+            values[f.name] = coerce(repr(where + key), value, f.type)
+        except UsageError as e:
+            raise UsageError(f"{at(source, where + key)}: {e}") from None
     try:
         check(build(cls, values), where, style="field")
     except UsageError as e:
-        # The line of the field the message names (the user's own spelling of its key).
-        named = {
-            k: by_key[k.replace("-", "_")].name for k in table if k.replace("-", "_") in by_key
-        }
-        keys = [k for k, field_name in named.items() if f"'{where}{field_name}'" in str(e)]
-        raise UsageError(f"{at(source, where + keys[0]) if keys else source}: {e}") from None
+        # The line of the field the message names.
+        key = next((k for n, k in spelt.items() if f"'{where}{n}'" in str(e)), None)
+        raise UsageError(f"{at(source, where + key) if key else source}: {e}") from None
     return values
 
 

@@ -178,7 +178,10 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
     for key, value in data.items():
         name = key.replace("-", "_")
         if name in TOP:
-            kwargs[name] = st.coerce(f"{st.at(source, key)}: {key!r}", value, TOP[name])
+            try:
+                kwargs[name] = st.coerce(repr(key), value, TOP[name])
+            except UsageError as e:
+                raise UsageError(f"{st.at(source, key)}: {e}") from None
         elif name in STAGE_TABLES:
             if not isinstance(value, dict):
                 raise UsageError(f"{source}: {key!r} must be a table")
