@@ -18,10 +18,14 @@ skill, spade-train --shuffle-designer-rewards: what the designer does without a 
 
     python bench/designer_bandit.py                       # 2 arms x 15 steps, a few minutes
     python bench/designer_bandit.py --steps 30 --designs 24 --out runs/bandit-24
+    python bench/designer_bandit.py --optimizer sgd --lr 0.1 --out runs/bandit-sgd
 
 Writes OUT/bandit.json (per arm and step, per family: designs, levels, mean level, and
-the mean reward) and OUT/bandit-levels.png, and prints a line per arm. A rerun resumes
-at the first step without its checkpoint.
+the mean reward) and OUT/bandit-levels.png, and prints a line per arm: each family's
+mean level and the reward, first third of the steps against the last, and that change
+after 5, 10 and 15 steps (5 are a 5-round loop's designer steps). A rerun resumes at the
+first step without its checkpoint. `--optimizer sgd` takes the designer's step with
+plain gradient descent instead of a fresh AdamW (no weight decay).
 """
 
 from __future__ import annotations
@@ -155,8 +159,9 @@ def run_arm(arm: str, args, out: Path, recipe: dict) -> list[dict]:
             run(
                 [
                     "train", str(scored), "--model", str(model), "--output-dir", str(nxt),
-                    "--role", "designer", "--lr", str(train["learning_rate"]),
-                    "--epochs", str(train["epochs"]), "--weight-decay", str(train["weight_decay"]),
+                    "--role", "designer", "--lr", str(args.lr or train["learning_rate"]),
+                    "--epochs", str(train["epochs"]), "--optimizer", args.optimizer,
+                    "--weight-decay", str(train["weight_decay"] if args.optimizer == "adamw" else 0),
                     "--seed", seed, "-o", str(ckpt),
                     *(["--shuffle-designer-rewards"] if arm == "shuffled" else []),
                 ],
@@ -210,7 +215,19 @@ def verdict(arm: str, steps: list[dict]) -> str:
         line += (
             f"  reward {statistics.fmean(rewards[:k]):.2f} -> {statistics.fmean(rewards[-k:]):.2f}"
         )
+        # The loop's criterion (last third of the steps against the first) after as many
+        # designer steps as a 5- or a 10-round loop takes, and after them all.
+        line += "  change after " + ", ".join(
+            f"{n}: {rise(rewards[:n]):+.2f}"
+            for n in sorted({5, 10, 15, len(rewards)})
+            if n <= len(rewards)
+        )
     return line
+
+
+def rise(rewards: list[float]) -> float:
+    k = max(1, len(rewards) // 3)
+    return statistics.fmean(rewards[-k:]) - statistics.fmean(rewards[:k])
 
 
 def main() -> None:
@@ -219,6 +236,10 @@ def main() -> None:
     ap.add_argument("--designs", type=int, default=12, help="designs per step (the loop's: 12)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument(
+        "--optimizer", choices=("adamw", "sgd"), default="adamw", help="the designer step's"
+    )
+    ap.add_argument("--lr", type=float, help="its learning rate (default: the config's)")
     ap.add_argument("--config", default=str(ROOT / "examples" / "micro.toml"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "designer-bandit"))
     args = ap.parse_args()
@@ -234,7 +255,8 @@ def main() -> None:
     if not (out / "memory.jsonl.zst").exists():
         run(["memory", "init", str(out / "memory.jsonl.zst"), "--library", str(LIBRARY)], log)
     results = {"targets": TARGETS, "width": WIDTH, "steps": args.steps, "designs": args.designs,
-               "seed": args.seed, "arms": {}}  # fmt: skip
+               "seed": args.seed, "optimizer": args.optimizer,
+               "learning_rate": args.lr or recipe["train"]["learning_rate"], "arms": {}}  # fmt: skip
     for arm in arms:
         results["arms"][arm] = run_arm(arm, args, out, recipe)
         print(verdict(arm, results["arms"][arm]), flush=True)

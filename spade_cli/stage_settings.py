@@ -733,6 +733,15 @@ class TrainSettings:
         help="""bfloat16 training (default: on a
         GPU that supports it, off on CPU).""",
     )
+    optimizer: str = option(
+        "adamw",
+        "--optimizer",
+        choices=("adamw", "sgd"),
+        help="""adamw: as
+        published; sgd: plain gradient descent (no momentum, no weight decay), whose step
+        follows the gradient's size where a fresh AdamW moves every weight by about the
+        learning rate (bench/designer_bandit.py --optimizer).""",
+    )
     optimizer_state: str = option(
         "fresh",
         "--optimizer-state",

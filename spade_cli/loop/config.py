@@ -220,6 +220,13 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
             f"{source}: 'baseline.pool_draw' picks from the fixed pool; set baseline.mode = "
             f'"fixed-pool" (it is {cfg.baseline.mode!r})'
         )
+    if cfg.train.optimizer == "sgd" and (
+        cfg.train.weight_decay > 0 or cfg.train.optimizer_state == "carry"
+    ):
+        raise UsageError(
+            f'{source}: train.optimizer = "sgd" takes no weight_decay (SGD\'s is an L2 term '
+            f"at its learning rate) and no carried optimizer_state (that is AdamW's)"
+        )
     own_step = (cfg.train.designer_learning_rate, cfg.train.designer_epochs)
     if any(v is not None for v in own_step) and cfg.loop.agent_steps == 1:
         raise UsageError(

@@ -103,6 +103,12 @@ def check_config(cfg: TrainJob) -> None:
     model_kind(cfg.model)
     if cfg.optimizer_state not in optimizer_state.MODES:
         raise UsageError("--optimizer-state must be fresh or carry")
+    if cfg.optimizer == "sgd" and cfg.weight_decay > 0:
+        raise UsageError(
+            "--optimizer sgd takes no --weight-decay (SGD's is an L2 term at the step's learning rate)"
+        )
+    if cfg.optimizer_state == "carry" and cfg.optimizer != "adamw":
+        raise UsageError("--optimizer-state carry resumes AdamW's moments: use --optimizer adamw")
     if cfg.optimizer_state == "carry" and (cfg.lora_r > 0 or model_kind(cfg.model) == "adapter"):
         raise UsageError("--optimizer-state carry needs full fine-tuning (--lora-r 0)")
     if cfg.optimizer_state == "carry" and cfg.accelerate_config:
@@ -194,6 +200,7 @@ def build_trainer(
         num_iterations=cfg.epochs,
         num_train_epochs=1,
         learning_rate=cfg.learning_rate,
+        **({"optim": "sgd"} if cfg.optimizer == "sgd" else {}),  # else TRL's AdamW
         lr_scheduler_type=cfg.lr_scheduler,
         warmup_steps=cfg.warmup_ratio,
         weight_decay=cfg.weight_decay,
