@@ -179,7 +179,19 @@ def plot(results: dict, out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, (ax, paid) = plt.subplots(1, 2, figsize=(11, 4))
+    for arm, style in zip(ARMS, ("-", ":"), strict=True):
+        pts = [
+            (s["step"], s["reward"])
+            for s in results["arms"].get(arm, [])
+            if s["reward"] is not None
+        ]
+        if pts:
+            paid.plot(*zip(*pts, strict=True), style, color="k", label=arm)
+    paid.set_xlabel("designer step")
+    paid.set_ylabel("mean reward of the step's designs")
+    paid.set_title("What the designer is paid")
+    paid.legend(fontsize=7)
     for i, fam in enumerate(FAMILIES):
         for arm, style in zip(ARMS, ("-", ":"), strict=True):
             pts = [
@@ -193,7 +205,7 @@ def plot(results: dict, out: Path) -> Path:
     ax.set_xlabel("designer step")
     ax.set_ylabel("mean level chosen")
     ax.set_ylim(0.8, 6.2)
-    ax.set_title("Designer alone, fixed reward (bands: each family's best level)")
+    ax.set_title("Designer alone, fixed reward (bands: each family's best)")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     p = out / "bandit-levels.png"
