@@ -59,3 +59,12 @@ def test_the_verdict_reads_the_first_and_last_third():
     ]
     line = bandit.verdict("signal", steps)
     assert "corridor 2.00 -> 5.00 (best 5)" in line and "reward 0.20 -> 0.80" in line
+
+
+def test_the_verdict_reads_the_change_after_five_ten_and_every_step():
+    # Rewards 0..11: after 5 steps the thirds are steps 1 and 5 (0 -> 4); after 10, steps
+    # 1-3 against 8-10 (1 -> 8); after all 12, steps 1-4 against 9-12 (1.5 -> 9.5).
+    steps = [{"step": t, "reward": float(t - 1), "families": {}} for t in range(1, 13)]
+    line = bandit.verdict("signal", steps)
+    assert line.endswith("change after 5: +4.00, 10: +7.00, 12: +8.00")
+    assert bandit.rise([0.3, 0.1, 0.2]) == pytest.approx(-0.1)
