@@ -95,7 +95,7 @@ def test_the_designer_step_has_its_own_learning_rate_and_epochs_where_set():
         cfg_of(train={"designer_learning_rate": 5e-5})
 
 
-def test_an_sgd_step_is_refused_its_weight_decay_before_the_loop_starts():
+def test_a_loop_refuses_sgd_with_weight_decay_or_carried_moments_before_it_starts():
     cfg_of(train={"optimizer": "sgd", "weight_decay": 0.0})
     for train in ({"weight_decay": 0.1}, {"weight_decay": 0.0, "optimizer_state": "carry"}):
         with pytest.raises(UsageError, match="takes no weight_decay"):
