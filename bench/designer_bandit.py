@@ -159,7 +159,7 @@ def run_arm(arm: str, args, out: Path, recipe: dict) -> list[dict]:
             run(
                 [
                     "train", str(scored), "--model", str(model), "--output-dir", str(nxt),
-                    "--role", "designer", "--lr", str(args.lr or train["learning_rate"]),
+                    "--role", "designer", "--lr", str(args.lr),
                     "--epochs", str(train["epochs"]), "--optimizer", args.optimizer,
                     "--weight-decay", str(train["weight_decay"] if args.optimizer == "adamw" else 0),
                     "--seed", seed, "-o", str(ckpt),
@@ -227,8 +227,8 @@ def verdict(arm: str, steps: list[dict]) -> str:
         line += (
             f"  reward {statistics.fmean(rewards[:k]):.2f} -> {statistics.fmean(rewards[-k:]):.2f}"
         )
-        # The loop's criterion (last third of the steps against the first) after as many
-        # designer steps as a 5- or a 10-round loop takes, and after them all.
+        # The loop's criterion (last third of the steps against the first) after 5 steps,
+        # a five-round loop's designer steps, after 10 and 15, and after them all.
         line += "  change after " + ", ".join(
             f"{n}: {rise(rewards[:n]):+.2f}"
             for n in sorted({5, 10, 15, len(rewards)})
@@ -259,6 +259,7 @@ def main() -> None:
     if bad := [a for a in arms if a not in ARMS]:
         sys.exit(f"designer_bandit: unknown arm {', '.join(bad)} (have: {', '.join(ARMS)})")
     recipe = tomllib.loads(Path(args.config).read_text())
+    args.lr = args.lr or recipe["train"]["learning_rate"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log = out / "setup.log"
@@ -268,7 +269,7 @@ def main() -> None:
         run(["memory", "init", str(out / "memory.jsonl.zst"), "--library", str(LIBRARY)], log)
     results = {"targets": TARGETS, "width": WIDTH, "steps": args.steps, "designs": args.designs,
                "seed": args.seed, "optimizer": args.optimizer,
-               "learning_rate": args.lr or recipe["train"]["learning_rate"], "arms": {}}  # fmt: skip
+               "learning_rate": args.lr, "arms": {}}  # fmt: skip
     for arm in arms:
         results["arms"][arm] = run_arm(arm, args, out, recipe)
         print(verdict(arm, results["arms"][arm]), flush=True)
