@@ -168,6 +168,34 @@ def test_regret_window_option_reads_the_later_plays_by_candidate_id(tmp_path):
     assert bad.returncode == 2 and b"--window" in bad.stderr
 
 
+def test_a_replay_that_catches_a_candidate_refuses_its_window_score(tmp_path):
+    # Valid at step 1; a later step's replays find it nondeterministic: its window's plays
+    # earn the designer nothing (the published `drop`: no sample), as rollout's refusal does.
+    c = cand("c", "code", [1.0, 0.6], [1.0, 1.0])
+    r = run_cli("regret", input=jsonl([c]))
+    scored = tmp_path / "scored.jsonl"
+    scored.write_bytes(r.stdout)
+    caught = {
+        **c,
+        "rollouts": {
+            "nohint": [{"return": 0.5, "success": False}] * 2,
+            "hint": [],
+            "nondeterministic": "on replay, observation 1 differs",
+        },
+    }
+    plays = tmp_path / "rollouts-s2.jsonl"
+    plays.write_bytes(jsonl([caught]))
+    r = run_cli("regret", str(scored), "--window", str(plays))
+    assert r.returncode == 0, r.stderr.decode()
+    (out,) = parse(r.stdout)
+    assert out["score"]["valid"] is False and out["score"]["reason"] == "nondeterministic"
+    assert out["score"]["reward"] is None and out["score"]["sample"] is False
+    assert out["score"]["window"]["refused"] == {
+        "nondeterministic": caught["rollouts"]["nondeterministic"]
+    }
+    assert out["rollouts"]["nondeterministic"] == caught["rollouts"]["nondeterministic"]
+
+
 # --------------------------------------------------------------------------- the demo
 
 

@@ -26,6 +26,7 @@ from ..recordio import RecordReader, atomic_write_bytes
 from ..regret import (
     ScoreConfig,
     Scorer,
+    invalid_score,
     lp_plays,
     skill_of,
     summarize,
@@ -217,10 +218,15 @@ def _plays_by_skill(items) -> dict[str, list[float]]:
     return out
 
 
-def window_plays(paths: list[str]) -> dict[str, list[dict]]:
+REFUSALS = ("contract_broken", "nondeterministic")  # rollout's marks (rollout/verify.py)
+
+
+def window_plays(paths: list[str]) -> tuple[dict[str, list[dict]], dict[str, dict]]:
     """The no-hint episodes of each candidate id over the window's rollouts files (only
-    what the win rate needs: return and success)."""
+    what the win rate needs: return and success), and the marks a re-play's checks left
+    on a candidate (contract_broken, nondeterministic)."""
     plays: dict[str, list[dict]] = {}
+    marks: dict[str, dict] = {}
     reader = RecordReader(paths, kind="candidate", required=("id",))
     for rec in reader:
         ro = rec.get("rollouts")
@@ -229,10 +235,14 @@ def window_plays(paths: list[str]) -> dict[str, list[dict]]:
         episodes = ro.get("nohint") or []
         if not isinstance(episodes, list) or not all(isinstance(e, dict) for e in episodes):
             raise reader.error("rollouts.nohint must be a list of episodes")
-        plays.setdefault(str(rec["id"]), []).extend(
+        rid = str(rec["id"])
+        plays.setdefault(rid, []).extend(
             {"return": e.get("return"), "success": e.get("success")} for e in episodes
         )
-    return plays
+        for mark in REFUSALS:
+            if ro.get(mark):
+                marks.setdefault(rid, {}).setdefault(mark, ro[mark])
+    return plays, marks
 
 
 def _rescore_window(
@@ -245,7 +255,7 @@ def _rescore_window(
     cfg: ScoreConfig,
     estimator: str,
 ) -> None:
-    plays = window_plays(window)
+    plays, marks = window_plays(window)
     scores = []
     reader = RecordReader(inputs or ["-"], kind="candidate", required=("id",))
 
@@ -257,7 +267,8 @@ def _rescore_window(
     cands = select(reader, shard, limit)
     if cfg.lp_state is not None:  # the window's plays update the skills' trackers first
         cands = list(cands)
-        update_lp_state(cfg.lp_state, _plays_by_skill((c, all_plays(c)) for c in cands), cfg.shape)
+        kept = ((c, all_plays(c)) for c in cands if str(c["id"]) not in marks)
+        update_lp_state(cfg.lp_state, _plays_by_skill(kept), cfg.shape)
     with open_output(output, zstd) as out:
         for cand in cands:
             sc = cand.get("score")
@@ -265,7 +276,14 @@ def _rescore_window(
                 raise reader.error(
                     "candidate has no score: --window rescores spade-regret's output"
                 )
-            sc = window_score(sc, all_plays(cand), 1 + len(window), cfg, skill_of(cand))
+            refused = marks.get(str(cand["id"]))
+            if refused and sc.get("valid"):
+                # A re-play caught what the first plays did not: the window's plays are
+                # not the environment's to be paid for; it is refused as rollout refuses.
+                cand = {**cand, "rollouts": {**(cand.get("rollouts") or {}), **refused}}
+                sc = {**invalid_score(cand, cfg), "window": {"refused": refused}}
+            else:
+                sc = window_score(sc, all_plays(cand), 1 + len(window), cfg, skill_of(cand))
             scores.append(sc)
             out.write({**cand, "score": sc})
     for line in summary_lines(summarize(scores), estimator):
