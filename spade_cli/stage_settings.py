@@ -433,8 +433,9 @@ class RolloutSettings:
         min=0.0,
         max=1.0,
         help="""Fraction of episodes whose
-        action log is replayed in a fresh worker on the same seed; a replay that differs marks
-        the environment 'nondeterministic' (scored invalid). With any verification, each
+        action log is replayed on the same seed, alone and later (a candidate's replays share
+        one worker, its module executed again before each); a replay that differs marks the
+        environment 'nondeterministic' (scored invalid). With any verification, each
         environment is also probed without the model (its solution on a rollout seed, a
         nonsense policy on two others).""",
     )

@@ -279,3 +279,55 @@ def test_a_slow_candidate_runs_out_of_its_time_budget():
     assert out["validation"]["reason"] == "timeout", out["validation"]
     assert "budget of 1s" in out["validation"]["detail"]
     assert 1.0 <= out["validation"]["seconds"] < 11.0  # the budget, and at most one call more
+
+
+# A candidate's replays and probe play in one worker, its module executed again before
+# each play (rollout/verify.py): what lives in the module starts over, what lives outside
+# it carries over to the next play.
+def counting(name: str, where: str) -> str:
+    """GOOD whose first observation says how many resets its worker has seen, counted in
+    its own class (`module`) or in the builtins module (`outside`)."""
+    count = {
+        "module": "type(self).n = getattr(type(self), 'n', 0) + 1\nn = type(self).n",
+        "outside": "import builtins\n"
+        "n = builtins.__dict__['_resets'] = builtins.__dict__.get('_resets', 0) + 1",
+    }[where]
+    return env(
+        name,
+        reset=count + '\nself.word = "w%d" % (seed % 97)\n'
+        'return "reset %d: say the word" % n, {"hint": "w", "solution": [self.word]}',
+    )
+
+
+def replayed(cands: list[dict], **limits) -> tuple[dict, object]:
+    from spade_cli.rollout import ReplayAgent, RolloutStats, run_rollouts
+    from spade_cli.sandbox import SandboxConfig
+
+    stats = RolloutStats()
+    cfg = SandboxConfig(call_timeout=10.0, **limits)
+    out = run_rollouts(cands, ReplayAgent(), k=2, sandbox_cfg=cfg, stats=stats)
+    return {r["id"]: r["rollouts"] for r in out}, stats
+
+
+def test_state_inside_the_module_starts_over_on_every_replay():
+    played, stats = replayed([validated("module", counting("module", "module"))])
+    ro = played["module"]
+    assert "nondeterministic" not in ro and "contract_broken" not in ro, ro
+    assert ro["verified"] == 4
+    assert stats.replays == 4 + 1  # the four episodes and the candidate's probe
+
+
+def test_state_outside_the_module_carries_to_the_next_replay_and_shows():
+    # Each rollout episode had a worker of its own and saw "reset 1"; replayed in one
+    # worker, the second episode sees "reset 2".
+    played, _ = replayed([validated("outside", counting("outside", "outside"))])
+    assert "observation 0 differs" in played["outside"]["nondeterministic"], played["outside"]
+
+
+def test_a_worker_near_its_lifetime_bound_is_replaced_not_flooded():
+    # 0.7 MiB of replies an episode: two episodes fit a worker of 2 MiB, four do not.
+    big = env("big", reset='self.word = "w"\nreturn "x" * 700_000, {"solution": ["w"]}')
+    played, _ = replayed([validated("big", big)], episode_mb=1, session_mb=2)
+    ro = played["big"]
+    assert "contract_broken" not in ro and "nondeterministic" not in ro, ro
+    assert ro["verified"] == 4

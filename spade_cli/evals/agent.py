@@ -238,6 +238,7 @@ class EvalJob:
         ]
         self.left = len(self.episodes)
         self.replays: list = []  # verification futures: none, eval runs with verify=0
+        self.to_replay: list = []
         # A suite's score is its rewards summed (clipped in the record), or for a pool
         # environment of the published contract, its final reward.
         self.return_mode = task.meta.get("return", "sum")

@@ -291,32 +291,32 @@ class Episode:
             return
         self.traj.add_env(env)
 
-    def replay(self, cfg) -> None:
-        """Play this episode's action log again in a fresh worker on the same seed: the
+    def replay(self, env) -> bool:
+        """Play this episode's action log again in `env`, a worker on the candidate's code
+        as it first loaded (fresh, or its module executed again), on the same seed: the
         return counts only if the observations and rewards come out the same. An
         environment that reads the clock, counts calls across episodes or listens to a
-        peer gives itself away here (it runs alone, later). Sets `verified`/`mismatch`."""
-        from ..sandbox import EnvError, EnvSession
+        peer gives itself away here (it runs alone, later). Sets `verified`/`mismatch`;
+        returns whether `env` may replay the next episode (not after any failure)."""
+        from ..sandbox import EnvError
 
         try:
-            with EnvSession(self.job.code, cfg) as env:
-                obs, _info = env.reset(seed=self.seed)
-                seen = [obs]
-                rewards = []
-                for turn in self.turns:
-                    out = env.step(turn["action"])
-                    problem = step_problem(out, sum(rewards), self.job.return_mode)
-                    if problem is not None:
-                        raise ValueError(problem)
-                    seen.append(out[0])
-                    rewards.append(float(out[1]))
+            obs, _info = env.reset(seed=self.seed)
+            seen = [obs]
+            rewards = []
+            for turn in self.turns:
+                out = env.step(turn["action"])
+                problem = step_problem(out, sum(rewards), self.job.return_mode)
+                if problem is not None:
+                    raise ValueError(problem)
+                seen.append(out[0])
+                rewards.append(float(out[1]))
         except EnvError as e:
-            if e.reason in CONTRACT_REASONS:
-                self.verified, self.mismatch = False, f"on replay: {e.reason}: {e.detail}"
-            return  # out of time or memory on replay: not verified either way
+            self.replay_failed(e)
+            return False
         except ValueError as e:
             self.verified, self.mismatch = False, f"on replay: {e}"
-            return
+            return False
         want = (
             [t["observation"] for t in self.turns] + [self.final_obs] if self.turns else [self.obs]
         )
@@ -327,6 +327,13 @@ class Episode:
             self.verified, self.mismatch = False, "on replay, the rewards differ"
         else:
             self.verified = True
+        return True
+
+    def replay_failed(self, e: Exception) -> None:
+        """A replay's worker failed: the contract broken on replay counts against the
+        candidate; out of time or memory, the episode is not verified either way."""
+        if getattr(e, "reason", None) in CONTRACT_REASONS:
+            self.verified, self.mismatch = False, f"on replay: {e.reason}: {e.detail}"
 
     def close(self) -> None:
         if self.session is not None:

@@ -37,7 +37,7 @@ from ..envs.contracts import resolve_contract
 from ..records import rng_for, seed_for
 from .agents import AgentPrompt
 from .episode import DEFAULT_MAX_TURNS, Episode  # noqa: F401 - re-exported
-from .verify import probe
+from .verify import probe, replay_episodes
 
 CONDITIONS = ("nohint", "hint")
 """The two conditions an environment is played in; a rollout may play only some."""
@@ -111,6 +111,7 @@ class Job:
         self.active = valid and isinstance(self.code, str) and bool(self.code)
         self.episodes: list[Episode] = []
         self.replays: list = []  # futures of the episodes' verifying replays and the probe
+        self.to_replay: list[Episode] = []  # finished episodes chosen for a replay
         self.probe = None  # future of verify.probe: None, or why the contract is broken
         self.left = 0
         if not self.active:
@@ -230,7 +231,7 @@ def run_rollouts(
 
     `job_factory(item, k, seed, max_turns, episode_timeout)` replaces `Job` for drivers
     whose items are not candidate records (spade-eval's tasks): it gives `.active`,
-    `.episodes` (Episode subclasses), `.left`, `.replays` and `.output(agent_info, k)`, what is
+    `.episodes` (Episode subclasses), `.left`, `.replays`, `.to_replay` and `.output(agent_info, k)`, what is
     yielded for the item.
 
     `verify` is the fraction of finished episodes (chosen per episode from `seed`) whose
@@ -310,6 +311,7 @@ def run_rollouts(
                     job.probe = verify_pool.submit(
                         timed, probe, job.code, job.seeds, cfg, DEFAULT_MAX_TURNS
                     )
+                    stats.replays += 1
                     job.replays.append(job.probe)
             jobs.append(job)
             pending.extend(job.episodes)
@@ -335,7 +337,11 @@ def run_rollouts(
                 < verify
             )
         ):
-            ep.job.replays.append(verify_pool.submit(timed, ep.replay, cfg))
+            ep.job.to_replay.append(ep)
+        if verify > 0 and ep.job.left == 0 and ep.job.to_replay:
+            # One task for the candidate's replays, which share workers (verify.py).
+            stats.replays += len(ep.job.to_replay)
+            ep.job.replays.append(verify_pool.submit(timed, replay_episodes, ep.job.to_replay, cfg))
         if on_episode is not None:
             on_episode(ep)
 
@@ -346,7 +352,6 @@ def run_rollouts(
         finally:
             with replay_lock:
                 stats.replay_seconds += time.monotonic() - t0
-                stats.replays += 1
 
     replay_lock = threading.Lock()
 
