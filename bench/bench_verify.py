@@ -1,4 +1,4 @@
-"""What verifying a rollout costs: a worker per play against one worker per candidate.
+"""What verifying a rollout costs: a worker per replay against one per candidate.
 
     python bench/bench_verify.py                 # about a minute on 2 cores
     python bench/bench_verify.py -k 4 --repeats 1
@@ -8,11 +8,13 @@ micro model as the loop's rollout stage plays it (K plays per condition, the mic
 prompt, temperature 1, an action of at most 4 tokens), three ways in one run:
 
     unverified        --verify 0: the floor
-    worker per play   every replay and every probe play in a fresh sandboxed worker
-                      (how rollout verified before; here a candidate's replays run one
-                      after another, the CPU work is the same)
-    shared worker     one worker per candidate for its replays and one for its probe,
-                      the module executed again before each play (rollout/verify.py)
+    worker per replay every replay in a fresh sandboxed worker (how rollout verified
+                      before; here a candidate's replays run one after another, the
+                      CPU work is the same)
+    shared worker     one worker per candidate for its replays, the module executed
+                      again before each (rollout/verify.py)
+
+Both modes probe each candidate as rollout does, a fresh worker per probe play.
 
 The plays themselves are the same in every mode (same seeds; generation never waits on
 verification), so what differs is what verification costs. On two cores it costs
@@ -39,10 +41,10 @@ from spade_cli.rollout import AgentPrompt, ModelAgent, RolloutStats, run_rollout
 from spade_cli.rollout import verify as verify_mod  # noqa: E402
 from spade_cli.sandbox import SandboxConfig  # noqa: E402
 
-MODES = ("unverified", "worker per play", "shared worker")
+MODES = ("unverified", "worker per replay", "shared worker")
 
 
-class WorkerPerPlay(verify_mod.FirstStateWorker):
+class WorkerPerReplay(verify_mod.FirstStateWorker):
     """Every play in a fresh worker: the scheme the shared worker replaced."""
 
     def first_state(self):
@@ -59,7 +61,7 @@ def machine_cpu_seconds() -> float:
 
 def play(mode: str, cands: list[dict], engine, args) -> tuple[RolloutStats, float, list]:
     shared = verify_mod.FirstStateWorker
-    verify_mod.FirstStateWorker = WorkerPerPlay if mode == "worker per play" else shared
+    verify_mod.FirstStateWorker = WorkerPerReplay if mode == "worker per replay" else shared
     try:
         agent = ModelAgent(engine, Sampling(temperature=1.0, max_tokens=4), seed=0)
         stats = RolloutStats()
@@ -129,11 +131,11 @@ def main() -> None:
         ("generating s", lambda s, c: s.generate_seconds),
         ("CPU s", lambda s, c: c),
     ):
-        floor, per_play, shared = (median(m, fn) for m in MODES)
+        floor, per_replay, shared = (median(m, fn) for m in MODES)
         print(
-            f"  {what:>12}: unverified {floor:5.2f}, worker per play {per_play:5.2f} "
-            f"({per_play - floor:+.2f}), shared worker {shared:5.2f} ({shared - floor:+.2f}); "
-            f"worker per play / shared worker {per_play / shared:4.2f}x"
+            f"  {what:>12}: unverified {floor:5.2f}, worker per replay {per_replay:5.2f} "
+            f"({per_replay - floor:+.2f}), shared worker {shared:5.2f} ({shared - floor:+.2f}); "
+            f"worker per replay / shared worker {per_replay / shared:4.2f}x"
         )
 
 

@@ -331,3 +331,19 @@ def test_a_worker_near_its_lifetime_bound_is_replaced_not_flooded():
     ro = played["big"]
     assert "contract_broken" not in ro and "nondeterministic" not in ro, ro
     assert ro["verified"] == 4
+
+
+def test_the_probe_plays_in_fresh_workers_where_reuse_cannot_be_told():
+    # Pays any answer in a fresh worker, as every rollout episode's is, and holds to its
+    # contract in a reused one: a probe that shared a worker would let it pass.
+    head = (
+        "import builtins\n"
+        "REUSED = builtins.__dict__.get('_loaded', False)\n"
+        "builtins.__dict__['_loaded'] = True\n"
+    )
+    step = (
+        "ok = REUSED is False or action == self.word\n"
+        "return ('yes' if ok else 'no'), float(ok), True, False, {}"
+    )
+    played, _ = replayed([validated("two-faced", env("two-faced", head=head, step=step))])
+    assert "nonsense policy solves" in played["two-faced"]["contract_broken"], played

@@ -1,7 +1,7 @@
 """Checks of a candidate during rollout that need no model: the environment must still
 hold the contract it was validated on.
 
-`probe(code, seeds, cfg)` plays, each from the code's first state, the episode's own
+`probe(code, seeds, cfg)` plays, each in a fresh sandboxed worker, the episode's own
 `info["solution"]` on the first rollout seed (it must still solve it: an environment
 that changes after a wall time or a number of calls gives itself away) and the
 validator's seeded nonsense policy on two others (it must not solve both: an environment
@@ -9,15 +9,16 @@ that pays any answer once validation is over does). Returns None, or why the con
 is broken.
 
 `replay_episodes(episodes, cfg)` plays finished episodes of one candidate again from their
-action logs (`Episode.replay`).
-
-Each plays in one worker of the candidate's (`FirstStateWorker`): the first play in a fresh
-worker, each next one after the module is executed again in the same worker. A worker
-per play cost more CPU than the plays themselves, taken from the model's generation. An
-environment that depends on its seed and actions alone plays the same either way; one
-that carries anything from an earlier episode outside its module (a global of another
-module, a file) shows it on the next replay, where each rollout episode had a worker of
-its own.
+action logs (`Episode.replay`), all in one worker (`FirstStateWorker`): the first in a
+fresh worker, each next one after the module is executed again in the same worker. A
+worker per replay cost more CPU than the replays, taken on two cores from the model's
+generation. An environment that depends on its seed and actions alone replays the same
+either way; one that carries anything from an earlier episode outside its module (a
+global of another module, a file) shows it on the next replay, where each rollout
+episode had a worker of its own. Telling a reused worker from a fresh one gains an
+environment nothing here: a replay must reproduce what the episode recorded, which the
+environment never sees. The probe, whose nonsense plays must merely fail, keeps a fresh
+worker per play.
 """
 
 from __future__ import annotations
@@ -67,15 +68,16 @@ class FirstStateWorker:
 
 
 def probe(code: str, seeds: list[int], cfg: Any, max_turns: int) -> str | None:
-    """`max_turns` is the limit for an environment that declares none."""
+    """`max_turns` is the limit for an environment that declares none. Each play in a
+    fresh worker: an environment that can tell a reused worker from a fresh one (every
+    rollout episode's) could hold to its contract in the probe alone."""
     from ..envs.checks import nonsense_policy
     from ..envs.shared_checks import Rejected, run_episode
     from ..errors import SpadeError
-    from ..sandbox import EnvError
+    from ..sandbox import EnvError, EnvSession
 
-    def play(worker: FirstStateWorker, seed: int, name: str):
-        env = worker.first_state()
-        try:
+    def play(seed: int, name: str):
+        with EnvSession(code, cfg) as env:
             meta = env.metadata or {}
             turns = meta.get("max_turns") if isinstance(meta.get("max_turns"), int) else max_turns
             if name == "solution":
@@ -88,18 +90,14 @@ def probe(code: str, seeds: list[int], cfg: Any, max_turns: int) -> str | None:
             return run_episode(
                 env, seed, policy, max(1, min(int(turns), 1000)), name, rng_seed=seed
             )
-        except BaseException:
-            worker.drop()
-            raise
 
     try:
-        with FirstStateWorker(code, cfg) as worker:
-            sol = play(worker, seeds[0], "solution")
-            if not sol.solved:
-                return f"on rollout seed {seeds[0]}, info['solution'] returns {sol.ret:g}, not 1"
-            others = [(seeds[0] + 7919 * (i + 1)) & 0x7FFFFFFF for i in range(PROBE_NONSENSE_SEEDS)]
-            if all(play(worker, s, "nonsense").solved for s in others):
-                return f"a nonsense policy solves rollout seeds {others}"
+        sol = play(seeds[0], "solution")
+        if not sol.solved:
+            return f"on rollout seed {seeds[0]}, info['solution'] returns {sol.ret:g}, not 1"
+        others = [(seeds[0] + 7919 * (i + 1)) & 0x7FFFFFFF for i in range(PROBE_NONSENSE_SEEDS)]
+        if all(play(s, "nonsense").solved for s in others):
+            return f"a nonsense policy solves rollout seeds {others}"
     except Rejected as r:
         if r.reason in ("bad_step", "reward_out_of_range", "protocol", "flood"):
             return f"on a rollout probe: {r.reason}: {r.detail}"
