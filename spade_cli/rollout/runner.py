@@ -231,8 +231,8 @@ def run_rollouts(
 
     `job_factory(item, k, seed, max_turns, episode_timeout)` replaces `Job` for drivers
     whose items are not candidate records (spade-eval's tasks): it gives `.active`,
-    `.episodes` (Episode subclasses), `.left`, `.replays`, `.to_replay` and `.output(agent_info, k)`, what is
-    yielded for the item.
+    `.episodes` (Episode subclasses), `.left`, `.replays`, `.to_replay` and
+    `.output(agent_info, k)`, what is yielded for the item.
 
     `verify` is the fraction of finished episodes (chosen per episode from `seed`) whose
     action log is replayed in a fresh worker on the same seed, alongside the rollout: a
@@ -339,7 +339,7 @@ def run_rollouts(
         ):
             ep.job.to_replay.append(ep)
         if verify > 0 and ep.job.left == 0 and ep.job.to_replay:
-            # One task for the candidate's replays, which share workers (verify.py).
+            # One task for all the candidate's replays: they share a worker (verify.py).
             stats.replays += len(ep.job.to_replay)
             ep.job.replays.append(verify_pool.submit(timed, replay_episodes, ep.job.to_replay, cfg))
         if on_episode is not None:
