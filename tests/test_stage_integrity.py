@@ -347,3 +347,22 @@ def test_the_probe_plays_in_fresh_workers_where_reuse_cannot_be_told():
     )
     played, _ = replayed([validated("two-faced", env("two-faced", head=head, step=step))])
     assert "nonsense policy solves" in played["two-faced"]["contract_broken"], played
+
+
+def test_a_replay_that_fails_in_a_reused_worker_leaves_the_rest_to_fresh_ones():
+    # Dies in a reused worker only: the second replay fails unverified, and from then on
+    # each replay gets a fresh worker, where it cannot tell, so three of four verify.
+    head = (
+        "import builtins, os\n"
+        "REUSED = builtins.__dict__.get('_loaded', False)\n"
+        "builtins.__dict__['_loaded'] = True\n"
+    )
+    reset = (
+        "if REUSED:\n    os._exit(3)\n"
+        'self.word = "w%d" % (seed % 97)\n'
+        'return "say the word", {"hint": "w", "solution": [self.word]}'
+    )
+    played, _ = replayed([validated("dies", env("dies", head=head, reset=reset))])
+    ro = played["dies"]
+    assert "nondeterministic" not in ro and "contract_broken" not in ro, ro
+    assert ro["verified"] == 3, ro

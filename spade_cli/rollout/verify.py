@@ -16,9 +16,10 @@ generation. An environment that depends on its seed and actions alone replays th
 either way; one that carries anything from an earlier episode outside its module (a
 global of another module, a file) shows it on the next replay, where each rollout
 episode had a worker of its own. Telling a reused worker from a fresh one gains an
-environment nothing here: a replay must reproduce what the episode recorded, which the
-environment never sees. The probe, whose nonsense plays must merely fail, keeps a fresh
-worker per play.
+environment little here: a replay must reproduce what the episode recorded, which the
+environment never sees, and one that fails in a reused worker has every later replay in
+a fresh one. The probe, whose nonsense plays must merely fail, keeps a fresh worker per
+play.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ class FirstStateWorker:
     """A sandboxed worker on one candidate's code, handed out as the code first loads:
     fresh the first time, then the same worker with its module executed again (a new
     module and instance; what lives outside the module carries over). A fresh worker
-    replaces it where it failed, where reloading fails, or where one more episode's
-    replies could take it past its lifetime bound (`session_mb`, which a worker per
-    episode never reaches)."""
+    replaces it where one more episode's replies could take it past its lifetime bound
+    (`session_mb`, which a worker per episode never reaches); after a failed play or a
+    failed reload every play gets a fresh worker, so an environment that tells a reused
+    worker from a fresh one and fails in reused ones leaves no replay unchecked."""
 
     def __init__(self, code: str, cfg: Any):
         self.code, self.cfg, self.env = code, cfg, None
+        self.reuse = True
 
     def __enter__(self) -> FirstStateWorker:
         return self
@@ -50,16 +53,23 @@ class FirstStateWorker:
         from ..sandbox import EnvError, EnvSession
 
         env, cfg = self.env, self.cfg
-        if env is not None and env.held + (cfg.episode_mb << 20) > cfg.session_mb << 20:
+        if env is not None and (
+            not self.reuse or env.held + (cfg.episode_mb << 20) > cfg.session_mb << 20
+        ):
             self.drop()
         if self.env is not None:
             try:
                 self.env.renew(reload=True)
                 return self.env
             except EnvError:
-                self.drop()
+                self.failed()
         self.env = EnvSession(self.code, cfg)
         return self.env
+
+    def failed(self) -> None:
+        """The last play or reload failed: this worker goes, and no worker serves twice."""
+        self.drop()
+        self.reuse = False
 
     def drop(self) -> None:
         if self.env is not None:
@@ -125,4 +135,4 @@ def replay_episodes(episodes: list, cfg: Any) -> None:
                 ep.replay_failed(e)
                 continue
             if not ep.replay(env):
-                worker.drop()
+                worker.failed()
