@@ -24,10 +24,11 @@ from ..cli import (
 from ..errors import UsageError
 from ..recordio import RecordReader, atomic_write_bytes
 from ..regret import (
+    ROLLOUT_REFUSALS,
     ScoreConfig,
     Scorer,
-    invalid_score,
     lp_plays,
+    refused_in_window,
     skill_of,
     summarize,
     summary_lines,
@@ -218,9 +219,6 @@ def _plays_by_skill(items) -> dict[str, list[float]]:
     return out
 
 
-REFUSALS = ("contract_broken", "nondeterministic")  # rollout's marks (rollout/verify.py)
-
-
 def window_plays(paths: list[str]) -> tuple[dict[str, list[dict]], dict[str, dict]]:
     """The no-hint episodes of each candidate id over the window's rollouts files (only
     what the win rate needs: return and success), and the marks a re-play's checks left
@@ -239,7 +237,7 @@ def window_plays(paths: list[str]) -> tuple[dict[str, list[dict]], dict[str, dic
         plays.setdefault(rid, []).extend(
             {"return": e.get("return"), "success": e.get("success")} for e in episodes
         )
-        for mark in REFUSALS:
+        for mark in ROLLOUT_REFUSALS:
             if ro.get(mark):
                 marks.setdefault(rid, {}).setdefault(mark, ro[mark])
     return plays, marks
@@ -277,11 +275,8 @@ def _rescore_window(
                     "candidate has no score: --window rescores spade-regret's output"
                 )
             refused = marks.get(str(cand["id"]))
-            if refused and sc.get("valid"):
-                # A re-play caught what the first plays did not: the window's plays are
-                # not the environment's to be paid for; it is refused as rollout refuses.
-                cand = {**cand, "rollouts": {**(cand.get("rollouts") or {}), **refused}}
-                sc = {**invalid_score(cand, cfg), "window": {"refused": refused}}
+            if refused and sc.get("valid"):  # a re-play caught what the first plays did not
+                cand, sc = refused_in_window(cand, refused, cfg)
             else:
                 sc = window_score(sc, all_plays(cand), 1 + len(window), cfg, skill_of(cand))
             scores.append(sc)

@@ -84,10 +84,14 @@ def no_reward(sc: dict, cfg: ScoreConfig, penalty: float) -> dict:
     return sc
 
 
+ROLLOUT_REFUSALS = ("contract_broken", "nondeterministic")
+"""The marks rollout's checks leave on a candidate (rollout/verify.py): either refuses it."""
+
+
 def is_valid(cand: dict) -> bool:
     """Valid: it passed validation and broke no contract during rollout."""
     ro = cand.get("rollouts")
-    if isinstance(ro, dict) and (ro.get("contract_broken") or ro.get("nondeterministic")):
+    if isinstance(ro, dict) and any(ro.get(mark) for mark in ROLLOUT_REFUSALS):
         return False
     return bool((cand.get("validation") or {}).get("valid"))
 
@@ -256,6 +260,14 @@ class Scorer:
         if self.index is not None:
             self.index.add(cand["id"], code)
         self.accepted.append(memory.entry_from_candidate(cand, sc, round_))
+
+
+def refused_in_window(cand: dict, marks: dict, cfg: ScoreConfig) -> tuple[dict, dict]:
+    """A valid candidate whose re-play in a window left rollout's `marks` on it: the
+    candidate carrying them and its invalid score (`window.refused`), as rollout's own
+    refusal would have scored it. The window's plays are not its to be paid for."""
+    cand = {**cand, "rollouts": {**(cand.get("rollouts") or {}), **marks}}
+    return cand, {**invalid_score(cand, cfg), "window": {"refused": marks}}
 
 
 def window_score(

@@ -329,10 +329,10 @@ class Episode:
             self.verified = True
         return True
 
-    def replay_failed(self, e: Exception) -> None:
-        """A replay's worker failed: the contract broken on replay counts against the
-        candidate; out of time or memory, the episode is not verified either way."""
-        if getattr(e, "reason", None) in CONTRACT_REASONS:
+    def replay_failed(self, e: Any) -> None:
+        """A replay's worker failed (an EnvError): the contract broken on replay counts
+        against the candidate; out of time or memory, the episode is not verified either way."""
+        if e.reason in CONTRACT_REASONS:
             self.verified, self.mismatch = False, f"on replay: {e.reason}: {e.detail}"
 
     def close(self) -> None:

@@ -54,6 +54,7 @@ from typing import Any
 
 from ..errors import DataError, UsageError
 from ..recordio import RecordReader
+from ..regret.scoring import ROLLOUT_REFUSALS
 
 ROLES = ("designer", "agent", "both")
 TURN_LIMIT_STOPS = ("truncated", "max_turns")  # episodes the compact filter leaves out
@@ -158,7 +159,7 @@ def refusal(rec: dict) -> str | None:
     """Why this candidate's environment may train no one (module docstring), or None."""
     ro = rec.get("rollouts")
     if isinstance(ro, dict):
-        for mark in ("contract_broken", "nondeterministic"):
+        for mark in ROLLOUT_REFUSALS:
             if ro.get(mark):
                 return mark
     score = rec.get("score")
@@ -185,7 +186,7 @@ def _designer_sample(rec: dict, reader: RecordReader, stats: BuildStats) -> Samp
         stats.skipped["dropped_design"] += 1  # invalid or duplicate, under --invalid drop
         return None
     why = refusal(rec)
-    if why in ("contract_broken", "nondeterministic") and score.get("valid") is not False:
+    if why in ROLLOUT_REFUSALS and score.get("valid") is not False:
         stats.skipped[f"refused_{why}"] += 1  # a score that missed rollout's mark
         return None
     if not rec.get("group"):
