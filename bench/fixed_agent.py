@@ -9,13 +9,13 @@ For each round of RUN_DIR in turn, once the loop has played the round (its
 as the loop scores its own: `RUN_DIR/fixed-agent/round-NNN-scored.jsonl.zst`. A round
 already scored is not played again, so a rerun resumes.
 
-bench/micro_experiment.py starts it with the loop rather than after it: the loop's stages
-leave one of two cores mostly idle outside training, and the measurement, run at a lower
-priority, fills it instead of adding its half a minute to the run. Its stages are forked
-from this warm interpreter (spade_cli/loop/stage_process.py), so the run starts Python
-twice, not once per round. Each round's designs play in their own rollout: a design's
-sampled actions depend on the designs it is batched with, so they are the same whenever
-the round is measured.
+bench/micro_experiment.py starts it with the loop rather than after it: outside training
+the loop's stages leave much of a second core idle, and the measurement, at the lowest
+priority, runs there instead of adding its half a minute to the run. Its stages are
+forked from this warm interpreter (spade_cli/loop/stage_process.py), so the run starts
+Python twice, not once per round. Each round's designs play in their own rollout: a
+design's sampled actions depend on the designs it is batched with, so they are the same
+whenever the round is measured.
 """
 
 from __future__ import annotations
@@ -32,6 +32,16 @@ sys.path.insert(0, str(ROOT))
 from spade_cli.loop import stage_process  # noqa: E402
 
 POLL_SECONDS = 1.0
+# What its stages import, preloaded once: not training's packages, which the loop's own
+# warm-up takes seconds over.
+WARM = (
+    "torch",
+    "transformers",
+    "transformers.models.qwen3.modeling_qwen3",
+    "spade_cli.engines.hf",
+    "spade_cli.commands.rollout",
+    "spade_cli.commands.regret",
+)
 
 
 def round_dir(run_dir: Path, r: int) -> Path:
@@ -81,7 +91,8 @@ def main() -> None:
     cut = argv.index("--") if "--" in argv else len(argv)
     args, flags = ap.parse_args(argv[:cut]), argv[cut + 1 :]  # after --: spade-rollout's
     stage_process.die_with_parent()  # the experiment stops it with the loop
-    os.nice(10)  # the loop's stages first: this fills the core they leave idle
+    os.nice(19)  # the loop's stages first: this takes only what they leave idle
+    stage_process.warm_up(WARM)
     for r in range(1, args.rounds + 1):
         while not played(args.run_dir, r):
             time.sleep(POLL_SECONDS)
