@@ -35,10 +35,8 @@ agent action. Round 0 is the micro model itself, once for all arms. The summary 
 held-out figure's sampling error, reads the figures against their ceiling
 (spade_cli/micro/ceiling.py: what a flawless agent wins without the hint), and lays out the designer's landscape: per family and
 level, the valid designs' reward, no-hint win rate and regret. The loop runs the held-out
-suite itself (its [eval] table), and the fixed agent plays each round's designs beside
-the loop as soon as the loop has played them (bench/fixed_agent.py, at a lower priority, in
-the core the loop's stages leave idle): a run starts Python twice, not once per
-measurement.
+suite itself (its [eval] table), and the fixed agent plays every round's designs in one
+rollout after the loop: a run starts Python three times, not once per measurement.
 
 Everything is resumable: each run is a spade-loop run directory (a rerun continues it),
 and each evaluation is a file written atomically, so an interrupted experiment picks up
@@ -72,7 +70,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import fixed_agent  # noqa: E402
 from micro_figures import standard_error  # noqa: E402
 from micro_report import mean_of, report, rounded  # noqa: E402
 
@@ -398,49 +395,51 @@ PLAY = (
 )
 
 
-def fixed_agent_flags(base: dict) -> list[str]:
-    """spade-rollout's flags for the fixed agent: the micro model itself (round 0's agent),
-    playing as the loop's rollouts play, on seed 0."""
-    ro = base.get("rollout", {})
-    play = (x for flag, key, default in PLAY for x in (flag, str(ro.get(key, default))))
-    return ["--engine", "hf", "--model", base["model"]["path"], *play, "--seed", "0"]
-
-
-def start_fixed_agent(run_dir: Path, rounds: int, base: dict, log: Path) -> subprocess.Popen:
-    """bench/fixed_agent.py beside the loop: it measures each round once the loop has
-    played it, in the core the loop leaves idle."""
-    cmd = [sys.executable, str(ROOT / "bench" / "fixed_agent.py"), str(run_dir)]
-    with log.open("ab") as f:
-        return subprocess.Popen(
-            [*cmd, "--rounds", str(rounds), "--", *fixed_agent_flags(base)],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env=ENV,
-        )
-
-
-def fixed_agent_rewards(run_dir: Path, rounds: int) -> dict[int, list[float]]:
+def fixed_agent_rewards(
+    run_dir: Path, rounds: int, base: dict, log: Path
+) -> dict[int, list[float]]:
     """The designer's reward with the agent held fixed, per round the reward of each of its
     valid designs: every round's valid designs played by the micro model itself (round 0's
-    agent) on the same seeds, and scored as the loop scores them (bench/fixed_agent.py).
-    The reward the designer trains on measures an agent that changes every round, so it
-    drifts even under a frozen designer; this one changes only with the designs."""
-    by_round: dict[int, list[float]] = {}
-    for r in range(1, rounds + 1):
-        for c in records(fixed_agent.scored_path(run_dir, r)):
-            if c.get("origin") == "design" and (c.get("score") or {}).get("reward") is not None:
-                by_round.setdefault(r, []).append(c["score"]["reward"])
-    return by_round
-
-
-def fixed_agent_measured(run_dir: Path, rounds: int) -> bool:
-    """Every round with designs has its fixed agent's scores."""
-    return all(
-        fixed_agent.scored_path(run_dir, r).exists()
+    agent) on the same seeds, and scored as the loop scores them. The reward the designer
+    trains on measures an agent that changes every round, so it drifts even under a frozen
+    designer; this one changes only with the designs. One rollout and one regret over all
+    the rounds (a design's episode seeds depend on it alone; batched with other rounds'
+    plays, its sampled actions can differ from a rollout of its round alone, within
+    sampling noise)."""
+    validated = [
+        f
         for r in range(1, rounds + 1)
-        if fixed_agent.validated(run_dir, r)
-    )
+        for f in sorted((run_dir / f"round-{r:03d}").glob("validated*.jsonl.zst"))
+    ]
+    plays = run_dir / "fixed-agent-rollouts.jsonl.zst"
+    scored = run_dir / "fixed-agent-scored.jsonl.zst"
+    ro = base.get("rollout", {})
+    spade = [sys.executable, "-m", "spade_cli"]
+    if validated and not scored.exists():
+        if not plays.exists():
+            run(
+                [
+                    *spade,
+                    "rollout",
+                    *map(str, validated),
+                    "--engine",
+                    "hf",
+                    "--model",
+                    base["model"]["path"],
+                    *(x for flag, key, default in PLAY for x in (flag, str(ro.get(key, default)))),
+                    "--seed",
+                    "0",
+                    "-o",
+                    str(plays),
+                ],
+                log,
+            )
+        run([*spade, "regret", str(plays), "--no-dedup", "-o", str(scored)], log)
+    by_round: dict[int, list[float]] = {}
+    for c in records(scored):
+        if c.get("origin") == "design" and (c.get("score") or {}).get("reward") is not None:
+            by_round.setdefault(int(c["round"]), []).append(c["score"]["reward"])
+    return dict(sorted(by_round.items()))
 
 
 def mean_and_error(xs: list[float] | None) -> tuple[float | None, float | None]:
@@ -493,23 +492,12 @@ def one_run(base: dict, arm: str, seed: int, args, out: Path, base_eval: dict) -
     heldout = [run_dir / f"round-{r:03d}" / "eval.jsonl.zst" for r in range(1, args.rounds + 1)]
     designed = "baseline" not in ARMS[arm]
     finished_before = all(p.exists() for p in heldout) and (
-        not designed or fixed_agent_measured(run_dir, args.rounds)
+        not designed or (run_dir / "fixed-agent-scored.jsonl.zst").exists()
     )
     t0 = time.time()
-    helper = start_fixed_agent(run_dir, args.rounds, base, log) if designed else None
-    try:
-        run([sys.executable, "-m", "spade_cli", "loop", str(cfg), "-q"], log)
-    except RunFailed:
-        if helper:
-            helper.kill()
-            helper.wait()
-        raise
+    run([sys.executable, "-m", "spade_cli", "loop", str(cfg), "-q"], log)
     loop_s = time.time() - t0
-    if helper and helper.wait():
-        raise RunFailed(
-            f"the fixed agent's measurement failed (exit {helper.returncode}); see {log}"
-        )
-    fixed = fixed_agent_rewards(run_dir, args.rounds)
+    fixed = fixed_agent_rewards(run_dir, args.rounds, base, log) if designed else {}
     rounds = [{"round": 0, "heldout": base_eval}]
     for r in range(1, args.rounds + 1):
         rdir = run_dir / f"round-{r:03d}"

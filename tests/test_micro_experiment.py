@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -18,7 +15,7 @@ from spade_cli.loop.config import load_config
 from spade_cli.loop.recipe import round_stages
 from spade_cli.recordio import write_records
 
-from .helpers import bench_module, run_cli
+from .helpers import bench_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -155,79 +152,30 @@ def test_level_entropy_is_zero_for_one_level_and_log2_6_for_all_six_alike(tmp_pa
 
 
 def test_the_fixed_agent_reward_averages_each_rounds_designs(tmp_path):
-    def scored(cid, origin, reward):
-        return {"kind": "candidate", "id": cid, "origin": origin, "score": {"reward": reward}}
+    def scored(cid, rnd, origin, reward):
+        return {
+            "kind": "candidate",
+            "id": cid,
+            "round": rnd,
+            "origin": origin,
+            "score": {"reward": reward},
+        }
 
-    assert bench.fixed_agent_rewards(tmp_path, 2) == {}  # nothing measured
-    assert bench.fixed_agent_measured(tmp_path, 2)  # nothing designed: nothing to measure
+    assert bench.fixed_agent_rewards(tmp_path, 2, {}, tmp_path / "log") == {}  # nothing designed
     for r in (1, 2):
         (tmp_path / f"round-{r:03d}").mkdir()
         write_records(str(tmp_path / f"round-{r:03d}" / "validated.jsonl.zst"), [])
-    assert not bench.fixed_agent_measured(tmp_path, 2)
-    (tmp_path / "fixed-agent").mkdir()
     write_records(
-        str(tmp_path / "fixed-agent" / "round-001-scored.jsonl.zst"),
-        [scored("a", "design", 0.5), scored("b", "design", 0.25), scored("r", "replay", 1.0)],
+        str(tmp_path / "fixed-agent-scored.jsonl.zst"),  # already measured: not played again
+        [scored("a", 1, "design", 0.5), scored("b", 1, "design", 0.25)]
+        + [scored("r", 1, "replay", 1.0), scored("x", 2, "design", None)]
+        + [scored("c", 2, "design", 0.75)],
     )
-    assert not bench.fixed_agent_measured(tmp_path, 2)  # round 2 is not
-    write_records(
-        str(tmp_path / "fixed-agent" / "round-002-scored.jsonl.zst"),
-        [scored("x", "design", None), scored("c", "design", 0.75)],
-    )
-    assert bench.fixed_agent_measured(tmp_path, 2)
-    per_round = bench.fixed_agent_rewards(tmp_path, 2)
+    per_round = bench.fixed_agent_rewards(tmp_path, 2, {}, tmp_path / "log")
     assert per_round == {1: [0.5, 0.25], 2: [0.75]}
     assert bench.mean_and_error(per_round[1]) == (0.375, 0.125)  # sd 0.1768 / sqrt(2)
     assert bench.mean_and_error(per_round[2]) == (0.75, None)  # one design: no spread
     assert bench.mean_and_error(None) == (None, None)
-
-
-def _wait_for(predicate, proc, seconds: float = 240) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
-
-
-@pytest.mark.requires_bwrap
-def test_the_fixed_agent_measures_each_round_once_the_loop_has_played_it(tmp_path):
-    from spade_cli.envs.library import library_candidates, load_library
-    from spade_cli.micro import LIBRARY
-    from spade_cli.micro.model import build_micro_model
-
-    model = build_micro_model(tmp_path / "model")
-    lib = [e for e in load_library(LIBRARY) if e["name"] in ("code_l2", "corridor_l2")]
-    designs = [dict(c, origin="design") for c in library_candidates(lib, round=1)]
-    run_dir = tmp_path / "run"
-    for r in (1, 2):
-        rdir = run_dir / f"round-{r:03d}"
-        rdir.mkdir(parents=True)
-        write_records(str(rdir / "candidates.jsonl.zst"), designs)
-        done = run_cli(
-            "validate", rdir / "candidates.jsonl.zst", "-o", rdir / "validated.jsonl.zst"
-        )
-        assert done.returncode == 0, done.stderr.decode()[-2000:]
-    flags = ["--engine", "hf", "--model", model, "-k", "2", "--hint-source", "env"]
-    flags += ["--prompt", "micro", "--max-tokens", "4", "--max-turns", "4", "--seed", "0"]
-    cmd = [sys.executable, ROOT / "bench" / "fixed_agent.py", run_dir, "--rounds", "2", "--"]
-    helper = subprocess.Popen([*map(str, cmd), *map(str, flags)], stderr=subprocess.PIPE)
-    try:
-        fixed = bench.fixed_agent  # the module the experiment reads the scores with
-        write_records(str(run_dir / "round-001" / "rollouts.jsonl.zst"), [])  # round 1 played
-        _wait_for(lambda: fixed.scored_path(run_dir, 1).exists(), helper)
-        time.sleep(1.5)  # round 2 is not played yet: it waits for it
-        assert helper.poll() is None and not fixed.scored_path(run_dir, 2).exists()
-        write_records(str(run_dir / "round-002" / "rollouts.jsonl.zst"), [])
-        assert helper.wait(timeout=240) == 0, helper.stderr.read().decode()[-2000:]
-    finally:
-        helper.kill()
-    per_round = bench.fixed_agent_rewards(run_dir, 2)
-    assert sorted(per_round) == [1, 2] and len(per_round[1]) == 2
-    assert per_round[1] == per_round[2]  # the same designs in a round of their own: same plays
-    scored = fixed.scored_path(run_dir, 2).read_bytes()
-    again = subprocess.run([*map(str, cmd), *map(str, flags)], capture_output=True, timeout=60)
-    assert again.returncode == 0 and fixed.scored_path(run_dir, 2).read_bytes() == scored
 
 
 def test_the_loop_runs_the_held_out_suite_on_the_suites_seed(tmp_path):

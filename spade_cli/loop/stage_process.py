@@ -83,9 +83,8 @@ def keep_single_threaded() -> None:
     tqdm.monitor_interval = 0
 
 
-def warm_up(modules: tuple[str, ...] = WARM_MODULES) -> None:
-    """Import the stages' heavy modules once, before the first fork, and freeze them (a
-    process that forks only some stages may name fewer; the stages import the rest).
+def _warm_up() -> None:
+    """Import the stages' heavy modules once, before the first fork, and freeze them.
 
     The imports leave some 500,000 objects that every stage inherits. Frozen (moved to
     the collector's permanent generation), they are skipped by a stage's garbage
@@ -95,7 +94,7 @@ def warm_up(modules: tuple[str, ...] = WARM_MODULES) -> None:
     the imports left as garbage is collected first, not frozen."""
     if _state["warm"]:
         return
-    for name in modules:
+    for name in WARM_MODULES:
         try:
             importlib.import_module(name)
         except ImportError:
@@ -108,7 +107,7 @@ def warm_up(modules: tuple[str, ...] = WARM_MODULES) -> None:
 def run_command(argv: list[str], quiet_stdout: bool = True) -> int:
     """Run `spade-<argv[0]> argv[1:]` as a child process; returns its exit code."""
     if forks() and threading.active_count() == 1:
-        warm_up()
+        _warm_up()
         return _fork(argv, quiet_stdout)
     proc = subprocess.run(
         [sys.executable, "-m", "spade_cli", *argv],
