@@ -11,7 +11,6 @@ import statistics
 import pytest
 
 from spade_cli.micro import LIBRARY
-from spade_cli.micro import model as micro_model
 from spade_cli.micro import transcripts as tr
 from spade_cli.micro.pool import FAMILIES, LEVELS, env_name, library_source
 
@@ -89,7 +88,7 @@ def test_design_transcripts_are_the_micro_prompt_and_a_parsable_design(tiny_toke
     rng = random.Random(0)
     template = Template.load("micro")
     docs = [("topic", "Plain words about Python and numbers.")]
-    t = tr.design_transcript(rng, template, docs, MICRO, micro_model.TRAIN["level_weights"])
+    t = tr.design_transcript(rng, template, docs, MICRO)
     system, user, answer = (m["content"] for m in t.messages)
     assert system == render(template.system, {}).strip()
     assert "Target skill." in user and "Difficulty:" in user and '<document source="topic">' in user
@@ -110,25 +109,6 @@ def test_design_transcripts_are_the_micro_prompt_and_a_parsable_design(tiny_toke
     assert cls.level in LEVELS and cls.metadata["max_turns"] >= 1
 
 
-def test_design_transcripts_draw_their_levels_from_the_recipes_weights():
-    from spade_cli.design import Template
-    from spade_cli.skills import MICRO
-
-    rng, template = random.Random(1), Template.load("micro")
-
-    def levels(weights, n=300):
-        out = []
-        for _ in range(n):
-            answer = tr.design_transcript(rng, template, [("t", "x")], MICRO, weights)
-            out.append(int(re.search(r"level = (\d)", answer.messages[-1]["content"])[1]))
-        return out
-
-    assert set(levels([0, 0, 0, 0, 1, 0], 20)) == {5}
-    shipped = levels(micro_model.TRAIN["level_weights"])
-    assert set(shipped) == set(LEVELS)  # every level stays reachable
-    assert statistics.fmean(shipped) < 3.0  # below the starting agent's band
-
-
 def test_design_transcripts_show_memory_as_the_published_policy_renders_it():
     """Exemplars are the library's files and avoid lines are memory.avoid_line's, so a
     round's prompts with a scored memory are not new to the pretrained designer."""
@@ -141,10 +121,7 @@ def test_design_transcripts_show_memory_as_the_published_policy_renders_it():
     shown = avoided = 0
     for _ in range(200):
         (_, user, _) = (
-            m["content"]
-            for m in tr.design_transcript(
-                rng, template, [("t", "x")], MICRO, micro_model.TRAIN["level_weights"]
-            ).messages
+            m["content"] for m in tr.design_transcript(rng, template, [("t", "x")], MICRO).messages
         )
         for name, code in re.findall(
             r"### Example \d: (\w+) — .*?\n```python\n(.*?)\n```", user, re.S

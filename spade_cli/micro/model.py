@@ -32,10 +32,7 @@ from pathlib import Path
 # 4: 1.8M parameters instead of 1.1M, an agent that learns faster under GRPO; a design
 #    imports the module and names its family once (`spade_micro.CodeEnv`), since at this
 #    size recipe 3's answers named it twice and most disagreed (docs/evidence.md).
-# 5: the designer's levels follow `level_weights` (recipe 4: uniform), and designs are 0.3 of
-#    the transcripts (0.25: this recipe's designer named its skill's family in 13 of 36
-#    designs, recipe 4's in 24 to 28).
-RECIPE_VERSION = 5
+RECIPE_VERSION = 4
 DEFAULTS = dict(
     vocab_size=4096,
     hidden_size=160,
@@ -57,15 +54,9 @@ TRAIN = dict(
     lr=3e-3,
     warmup=30,
     skill=0.7,
-    design_share=0.3,
+    design_share=0.25,
     hint_share=0.4,
     doc_tokens=48,
-    # The pretrained designer's levels 1-6, each less likely than the one below it: it starts
-    # below the starting agent's band (level 3), so a designer that does not learn is paid
-    # less as its agent improves, and one paid more has climbed. Recipe 4's uniform levels
-    # averaged 3.5, above the band, where the agent's progress raised the pay of a designer
-    # trained on shuffled rewards as well (docs/evidence.md).
-    level_weights=[6, 5, 4, 3, 2, 1],
 )
 
 
@@ -127,7 +118,7 @@ def _transcripts(n: int, seed: int, settings: dict, documents_: list[tuple[str, 
     template = Template.load("micro")
     for _ in range(n):
         if rng.random() < settings["design_share"]:
-            yield tr.design_transcript(rng, template, documents_, MICRO, settings["level_weights"])
+            yield tr.design_transcript(rng, template, documents_, MICRO)
         else:
             yield tr.agent_transcript(rng, settings["skill"], rng.random() < settings["hint_share"])
 

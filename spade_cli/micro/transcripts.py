@@ -6,9 +6,8 @@ Two kinds, each rendered through the very code the toolchain prompts with:
   `design.render` with a document excerpt, a target skill, a difficulty, and memory as
   the published policy renders it: sometimes the library's entries as exemplars,
   sometimes an avoid line) -> a one-line description and a subclass of a family at a
-  level drawn from the recipe's `level_weights`, whatever the prompt asks. The family
-  matches the skill most of the time, not always: a weak designer that already writes
-  valid code but knows nothing about which level pays.
+  uniformly random level. The family matches the skill most of the time, not always: a
+  weak designer that already writes valid code but knows nothing about which level pays.
 - **agent**: spade-rollout's micro agent prompt (`AgentPrompt("micro")`: system text, first
   observation, the hint appended as published in the hinted condition) -> the actions of
   a noisy expert, played against the real family classes. The expert acts only on what
@@ -69,12 +68,7 @@ def _name_from(text: str, family: str, rng: random.Random) -> str:
 
 
 def design_transcript(
-    rng: random.Random,
-    template,
-    documents: list[tuple[str, str]],
-    skills,
-    level_weights: list[float],
-    match: float = 0.85,
+    rng: random.Random, template, documents: list[tuple[str, str]], skills, match: float = 0.85
 ) -> Transcript:
     from ..design import format_exemplars, render
 
@@ -97,8 +91,7 @@ def design_transcript(
     if system := render(template.system, values).strip():
         messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": render(template.user, values).strip()})
-    level = rng.choices(world.LEVELS, weights=level_weights)[0]
-    answer = design_answer(family, DESIGN_NAME[family], level)
+    answer = design_answer(family, DESIGN_NAME[family], rng.choice(world.LEVELS))
     messages.append({"role": "assistant", "content": answer})
     return Transcript(messages, "design")
 
