@@ -4,7 +4,6 @@ copies them, and the pretraining behind them still runs (at a few steps) and cac
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -94,8 +93,9 @@ def test_the_shipped_designer_names_its_skills_family_in_most_designs(tmp_path, 
     build names the skill's family in 30 of these 36 designs, the first build of recipe 5
     in 17 (at 0dc30bc), and that build's loop lost a family from its agents' curriculum
     (docs/evidence.md)."""
-    from spade_cli.micro import LIBRARY
-    from spade_cli.micro.site.spade_micro import FAMILIES, SKILLS
+    from spade_cli.envs.skill_check import named_families
+    from spade_cli.envs.validation import candidate_code
+    from spade_cli.micro import LIBRARY, skill_families
     from spade_cli.recordio import RecordReader
 
     corpus, docs = tmp_path / "corpus.jsonl.zst", tmp_path / "docs.jsonl.zst"
@@ -110,10 +110,15 @@ def test_the_shipped_designer_names_its_skills_family_in_most_designs(tmp_path, 
     ):  # fmt: skip
         r = cli(*map(str, args))
         assert r.returncode == 0, r.stderr
-    named = [
-        (c["skill"], re.search(r"\(spade_micro\.(\w+)\)", c["design"]["text"]))
-        for c in RecordReader([str(cands)])
-    ]
-    assert len(named) == 36
-    on_skill = sum(bool(m) and m[1] == FAMILIES[SKILLS[s].family].__name__ for s, m in named)
+    families = skill_families()  # what spade-validate --skill micro holds a design to
+    designs = list(RecordReader([str(cands)]))
+    assert len(designs) == 36
+
+    def names_its_family(c: dict) -> bool:  # a design that does not parse names no family
+        try:
+            return named_families(candidate_code(c) or "", families) == {families[c["skill"]]}
+        except SyntaxError:
+            return False
+
+    on_skill = sum(map(names_its_family, designs))
     assert on_skill >= 20, f"{on_skill} of 36 designs name their skill's family"
