@@ -2,6 +2,7 @@
 (the README's Evidence section), per seed where a bar is per seed, and whether it holds.
 
     python bench/micro_criteria.py OUT/results.json [...]    # one table per results file
+    python bench/micro_criteria.py --rounds 6 OUT/results.json  # as if the runs stopped there
 
 The bars: SPADE's held-out solve rate gains at least 15 points in every seed; in every
 seed the designer's reward over the last third of the rounds is above the first third's
@@ -11,10 +12,17 @@ designs in the plateau band rises under SPADE; SPADE beside the fixed pool and t
 designer; the whole experiment within an hour and every run within five minutes. A SPADE
 variant (`spade-invalid-penalty`) is read against its own control
 (`negative-control-invalid-penalty`).
+
+`--rounds N` reads every run's first N rounds: a loop's rounds are seeded by their number
+and nothing in one looks ahead, so a longer run's first N rounds are an N-round run's (a
+seven-round run gave a five-round run's figures to the digit), but for the fixed agent's
+reading, which plays all of a run's rounds in one batch (within sampling noise). The
+times are the longer runs', so that reading leaves the time bars out.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -139,7 +147,7 @@ def time_rows(results: dict) -> list[list[str]]:
     """The experiment's time is its runs' wall times summed (each run's loop and its
     measurements, one run at a time as `--jobs 1` runs them), whether they ran in one
     invocation or several."""
-    walls = [r["wall_seconds"] for runs in results["runs"].values() for r in runs.values()]
+    walls = [r.get("wall_seconds") for runs in results["runs"].values() for r in runs.values()]
     if not walls or any(w is None for w in walls):
         return []
     total = sum(walls)
@@ -164,6 +172,19 @@ def time_rows(results: dict) -> list[list[str]]:
             _verdict(within, len(walls)),
         ],
     ]
+
+
+def first_rounds(results: dict, n: int) -> dict:
+    """The results as if every run had stopped after round n, without its times."""
+    runs = {
+        arm: {
+            seed: {"rounds": run["rounds"][: n + 1]}
+            for seed, run in seeds.items()
+            if len(run["rounds"]) > n
+        }
+        for arm, seeds in results["runs"].items()
+    }
+    return {**results, "runs": runs}
 
 
 def criteria(results: dict) -> list[list[str]]:
@@ -195,16 +216,30 @@ def criteria_table(results: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return 0 if argv else 2
-    for path in argv:
+    ap = argparse.ArgumentParser(
+        prog="micro_criteria.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("results", nargs="+", help="a results.json of bench/micro_experiment.py")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help="read every run's first N rounds (runs with fewer are left out; no time bars)",
+    )
+    args = ap.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    for path in args.results:
         try:
             results = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
             print(f"micro_criteria: {path}: {e}", file=sys.stderr)
             return 1
-        print(f"{path}:")
+        if args.rounds is not None:
+            results = first_rounds(results, args.rounds)
+        print(f"{path}:" + (f" (read at round {args.rounds})" if args.rounds else ""))
         print("\n".join(criteria_table(results)))
     return 0
 

@@ -140,3 +140,21 @@ def test_the_summary_opens_with_the_bars_and_the_script_reads_results_files(tmp_
     assert criteria.main([str(tmp_path / "missing.json")]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"micro_criteria: {tmp_path / 'missing.json'}: ") and err.count("\n") == 1
+
+
+def test_read_at_fewer_rounds_the_bars_are_those_of_the_first_rounds_and_no_time(tmp_path, capsys):
+    # Up to round 3 SPADE's reward rises and the control's falls; round 4 turns both.
+    spade = run(rewards=(0.3, 0.4, 0.5, 0.2), wall=400.0)
+    control = run(rewards=(0.5, 0.4, 0.3, 0.6), wall=400.0)
+    results = {"runs": {"spade": {"0": spade}, "negative-control": {"0": control}}}
+    assert row(results, "as trained on")[1] == "not met (0 of 1)"
+    early = criteria.first_rounds(results, 3)
+    assert row(early, "as trained on")[1] == "met"
+    assert not [k for k in rows_by_bar(early) if "minutes" in k]
+    assert len(results["runs"]["spade"]["0"]["rounds"]) == 5  # the results are left as read
+    assert criteria.first_rounds(results, 5)["runs"]["spade"] == {}  # no run that long
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    assert criteria.main(["--rounds", "3", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "(read at round 3)" in out and "| met |" in out and "minutes" not in out
