@@ -891,6 +891,17 @@ class TrainSettings:
         help="""The designer's step's
         epochs, as designer_learning_rate (default: epochs).""",
     )
+    designer_beta: float | None = option(
+        None,
+        cli=False,
+        min=0.0,
+        help="""The KL coefficient of the
+        designer's step, as designer_learning_rate, against the loop's starting model
+        (default: beta, against the step's own starting checkpoint). The agent's steps
+        move the shared model away from the answers the designer was pretrained to write;
+        an anchor on the designer's step alone pulls its designs back without holding
+        the agent.""",
+    )
     tis: bool = option(
         False,
         "--tis/--no-tis",

@@ -95,6 +95,25 @@ def test_the_designer_step_has_its_own_learning_rate_and_epochs_where_set():
         cfg_of(train={"designer_learning_rate": 5e-5})
 
 
+def test_the_designers_anchor_is_the_loops_starting_model_and_the_agents_steps_have_none():
+    stages = {
+        s.name: s
+        for s in round_stages(cfg_of(loop={"agent_steps": 2}, train={"designer_beta": 0.5}), 2)
+    }
+    final = stages["train"].args
+    assert final[final.index("--beta") + 1] == "0.5"
+    assert final[final.index("--ref-model") + 1] == "/m"  # not the step's own checkpoint
+    for agent in ("train-s1", "train-s2"):
+        assert "--beta" not in stages[agent].args and "--ref-model" not in stages[agent].args
+    # Zero turns the anchor off even where the agent's steps have one.
+    off = cfg_of(loop={"agent_steps": 2}, train={"beta": 0.1, "designer_beta": 0.0})
+    final = {s.name: s for s in round_stages(off, 2)}["train"].args
+    assert "--ref-model" not in final and final.count("--beta") <= 1
+    assert "--beta" not in final or final[final.index("--beta") + 1] == "0.0"
+    with pytest.raises(UsageError, match="designer_beta"):
+        cfg_of(train={"designer_beta": 0.5})
+
+
 def test_a_loop_refuses_sgd_with_weight_decay_or_carried_moments_before_it_starts():
     cfg_of(train={"optimizer": "sgd", "weight_decay": 0.0})
     for train in ({"weight_decay": 0.1}, {"weight_decay": 0.0, "optimizer_state": "carry"}):

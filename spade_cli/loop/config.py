@@ -227,11 +227,16 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
             f'{source}: train.optimizer = "sgd" takes no weight_decay (SGD\'s is an L2 term '
             f"at its learning rate) and no carried optimizer_state (that is AdamW's)"
         )
-    own_step = (cfg.train.designer_learning_rate, cfg.train.designer_epochs)
+    own_step = (
+        cfg.train.designer_learning_rate,
+        cfg.train.designer_epochs,
+        cfg.train.designer_beta,
+    )
     if any(v is not None for v in own_step) and cfg.loop.agent_steps == 1:
         raise UsageError(
-            f"{source}: 'train.designer_learning_rate' and 'train.designer_epochs' need "
-            f"loop.agent_steps above 1 (with one step both roles train in one optimizer)"
+            f"{source}: 'train.designer_learning_rate', 'train.designer_epochs' and "
+            f"'train.designer_beta' need loop.agent_steps above 1 (with one step both roles "
+            f"train in one optimizer)"
         )
     return cfg
 

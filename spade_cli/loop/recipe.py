@@ -419,10 +419,12 @@ def lp_args(cfg: LoopConfig, r: int, write: bool) -> list[str]:
     return out
 
 
-def designer_step(train: TrainSettings) -> TrainSettings:
-    """The settings of the designer's own step: its learning rate and epochs where set,
-    and no design replay (the step trains on the designs' rewards themselves)."""
-    lr, epochs = train.designer_learning_rate, train.designer_epochs
+def designer_step(train: TrainSettings, start_model: str) -> TrainSettings:
+    """The settings of the designer's own step: its learning rate, epochs and KL anchor
+    (against START_MODEL, the loop's starting model) where set, and no design replay (the
+    step trains on the designs' rewards themselves)."""
+    lr, epochs, beta = train.designer_learning_rate, train.designer_epochs, train.designer_beta
+    anchor = {} if beta is None else {"beta": beta, "ref_model": start_model if beta else None}
     return dataclasses.replace(
         train,
         role="designer",
@@ -430,6 +432,7 @@ def designer_step(train: TrainSettings) -> TrainSettings:
         design_replay_from=[],
         learning_rate=train.learning_rate if lr is None else lr,
         epochs=train.epochs if epochs is None else epochs,
+        **anchor,
     )
 
 
@@ -554,7 +557,7 @@ def agent_steps(
                     step_model,
                     "--output-dir",
                     str(d / "checkpoint"),
-                    *st.to_argv(designer_step(train)),
+                    *st.to_argv(designer_step(train, base_model(cfg))),
                     "--seed",
                     seed,
                     "--metrics",
