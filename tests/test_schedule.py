@@ -108,10 +108,12 @@ def test_the_designers_anchor_is_the_loops_starting_model_and_the_agents_steps_h
     # Zero turns the anchor off even where the agent's steps have one.
     off = cfg_of(loop={"agent_steps": 2}, train={"beta": 0.1, "designer_beta": 0.0})
     final = {s.name: s for s in round_stages(off, 2)}["train"].args
-    assert "--ref-model" not in final and final.count("--beta") <= 1
-    assert "--beta" not in final or final[final.index("--beta") + 1] == "0.0"
+    assert "--ref-model" not in final and "--beta" not in final  # 0, the stage's default
     with pytest.raises(UsageError, match="designer_beta"):
         cfg_of(train={"designer_beta": 0.5})
+    # A LoRA model's reference is itself with the adapter off, never the starting model.
+    with pytest.raises(UsageError, match="LoRA"):
+        cfg_of(loop={"agent_steps": 2}, train={"designer_beta": 0.5, "lora_r": 8})
 
 
 def test_a_loop_refuses_sgd_with_weight_decay_or_carried_moments_before_it_starts():

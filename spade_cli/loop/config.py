@@ -238,6 +238,11 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Lo
             f"'train.designer_beta' need loop.agent_steps above 1 (with one step both roles "
             f"train in one optimizer)"
         )
+    if cfg.train.designer_beta and cfg.train.lora_r > 0:
+        raise UsageError(
+            f"{source}: 'train.designer_beta' anchors the designer to the starting model, "
+            f"which LoRA cannot load as a reference (its reference is the adapter turned off)"
+        )
     return cfg
 
 
