@@ -899,8 +899,8 @@ class TrainSettings:
         designer's step, as designer_learning_rate, against the loop's starting model
         (default: beta, against the step's own starting checkpoint). The agent's steps
         move the shared model away from the answers the designer was pretrained to write;
-        an anchor on the designer's step alone pulls its designs back without holding
-        the agent.""",
+        an anchor on the designer's step alone pulls its designs back and leaves the
+        agent's steps unanchored.""",
     )
     tis: bool = option(
         False,
